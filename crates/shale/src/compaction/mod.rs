@@ -1,0 +1,1 @@
+//! Leveled compaction: the pure picker and the job that runs a task.

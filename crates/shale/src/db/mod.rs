@@ -1,0 +1,1 @@
+//! The database: open, write path, reads, background work.

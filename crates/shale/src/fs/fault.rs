@@ -1,0 +1,1 @@
+//! A fault-injecting file system: simulated power loss and failing operations.

@@ -1,0 +1,1 @@
+//! An in-memory file system that keeps written and synced state apart.

@@ -1,0 +1,88 @@
+//! The file system seam.
+//!
+//! Every byte the engine reads or writes goes through [`Fs`], so tests can swap the real file system
+//! ([`RealFs`]) for an in-memory one ([`MemFs`]) or a fault-injecting one ([`FaultFs`]) that simulates
+//! power loss and failing operations.
+//!
+//! Durability contract (what the engine relies on, and what `MemFs` models):
+//! - data appended to a [`WritableFile`] is durable only after [`WritableFile::sync`] returns `Ok`;
+//! - creating, renaming or removing a file is durable only after [`Fs::sync_dir`] on its directory;
+//! - [`WritableFile::flush`] hands buffered bytes to the operating system: they then survive a process
+//!   crash but not a power loss.
+//!
+//! Concurrency: an `Fs` is shared by all threads; a `WritableFile` has one owner at a time; a
+//! `RandomAccessFile` is read by many threads at once.
+
+mod fault;
+mod mem;
+mod real;
+
+pub use real::RealFs;
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A file opened for appending.
+pub trait WritableFile: Send {
+    /// Appends `data`. It may stay in a user-space buffer until `flush` or `sync`.
+    fn append(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Hands buffered bytes to the operating system.
+    fn flush(&mut self) -> io::Result<()>;
+    /// Makes every appended byte durable (`fdatasync`). Implies `flush`.
+    fn sync(&mut self) -> io::Result<()>;
+    /// Bytes appended so far, buffered or not.
+    fn len(&self) -> u64;
+    /// True when nothing has been appended.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file read at arbitrary offsets by many threads at once.
+pub trait RandomAccessFile: Send + Sync {
+    /// Fills `buf` from `offset`. Reading past the end is an `UnexpectedEof` error.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// The file's size when it was opened.
+    fn len(&self) -> u64;
+    /// True for an empty file.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A held directory lock; released on drop.
+pub trait FileLock: Send + Sync {}
+
+/// The operations the engine needs from a file system.
+pub trait Fs: Send + Sync + 'static {
+    /// Creates `path` and its parents if missing.
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Creates (or truncates) a file for appending.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for random reads.
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>>;
+    /// Reads a whole file.
+    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let file = self.open(path)?;
+        let len = usize::try_from(file.len()).map_err(|_| io::Error::other("file too large"))?;
+        let mut buf = vec![0; len];
+        file.read_exact_at(0, &mut buf)?;
+        Ok(buf)
+    }
+    /// Atomically replaces `to` with `from`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Names (not paths) of the entries in a directory.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// True when `path` exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Size of a file in bytes.
+    fn file_size(&self, path: &Path) -> io::Result<u64>;
+    /// Makes creations, renames and removals in directory `path` durable.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Takes an exclusive lock on `path` (created if missing). Fails with `WouldBlock` when another
+    /// holder has it.
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+}

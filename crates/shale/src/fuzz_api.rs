@@ -1,0 +1,1 @@
+//! Decoder entry points for fuzz targets. Not a stable API.

@@ -1,0 +1,28 @@
+//! Shale: a persistent key-value store.
+//!
+//! This crate is the embedded engine: an LSM tree with a write-ahead log, memtables, sorted string
+//! tables (SSTs) in levels, background flushes and compactions, snapshots and double-ended iterators.
+//! See `docs/design/` in the repository for the decisions behind it and `docs/format/` for the bytes
+//! of every file.
+
+mod batch;
+mod cache;
+mod compaction;
+mod db;
+mod error;
+pub mod fs;
+#[doc(hidden)]
+pub mod fuzz_api;
+pub mod iter;
+mod key;
+pub mod memtable;
+mod options;
+mod sst;
+mod varint;
+mod version;
+mod wal;
+
+pub use batch::WriteBatch;
+pub use error::{Error, ErrorKind, Result};
+pub use key::{SeqNo, ValueKind};
+pub use options::*;

@@ -1,0 +1,51 @@
+//! The memory component: where writes land before a flush turns them into an SST.
+//!
+//! [`Memtable`] is the seam between the write path and the data structure behind it. The write path
+//! inserts entries with their sequence numbers; readers look entries up at a snapshot sequence number
+//! and ignore anything newer. A memtable that is full is sealed (no more inserts) and flushed.
+//!
+//! Concurrency contract: `insert` may be called by several threads at once; `get` and iterators run
+//! concurrently with inserts and never block them. An iterator sees every entry inserted before it
+//! was created and possibly some inserted later; readers filter by sequence number, so the extra
+//! entries are invisible to them.
+//!
+//! Invariant: no two entries share the same (user key, sequence number).
+
+mod skiplist;
+
+pub use skiplist::SkipListMemtable;
+
+use crate::iter::InternalIterator;
+use crate::key::{SeqNo, ValueKind};
+use std::sync::Arc;
+
+/// The newest version of a key visible at a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemtableGet {
+    /// The key holds a value (inline or a blob reference, per `kind`).
+    Found {
+        kind: ValueKind,
+        seq: SeqNo,
+        value: Vec<u8>,
+    },
+    /// The key was deleted at `seq`.
+    Deleted { seq: SeqNo },
+}
+
+/// A memory component of the LSM tree.
+pub trait Memtable: Send + Sync {
+    /// Adds an entry. Keys with equal user key and sequence number are never inserted twice.
+    fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]);
+    /// The newest entry for `user_key` with sequence number `<= snapshot`, or `None`.
+    fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemtableGet>;
+    /// A cursor over all entries in internal-key order.
+    fn iter(self: Arc<Self>) -> Box<dyn InternalIterator>;
+    /// Bytes of memory the entries take, for sealing and accounting.
+    fn approximate_bytes(&self) -> usize;
+    /// Number of entries.
+    fn len(&self) -> usize;
+    /// True when nothing was inserted.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,309 @@
+//! Options: every knob with its default as a named constant.
+
+use crate::fs::{Fs, RealFs};
+use std::fmt;
+use std::sync::Arc;
+
+/// Default for [`Options::write_buffer_size`]: 64 MiB.
+pub const DEFAULT_WRITE_BUFFER_SIZE: usize = 64 << 20;
+/// Default for [`Options::max_write_buffers`].
+pub const DEFAULT_MAX_WRITE_BUFFERS: usize = 2;
+/// Default for [`Options::level0_compaction_trigger`].
+pub const DEFAULT_L0_COMPACTION_TRIGGER: usize = 4;
+/// Default for [`Options::level0_slowdown_trigger`].
+pub const DEFAULT_L0_SLOWDOWN_TRIGGER: usize = 20;
+/// Default for [`Options::level0_stop_trigger`].
+pub const DEFAULT_L0_STOP_TRIGGER: usize = 36;
+/// Default for [`Options::max_bytes_for_level_base`]: 256 MiB.
+pub const DEFAULT_MAX_BYTES_FOR_LEVEL_BASE: u64 = 256 << 20;
+/// Default for [`Options::level_size_multiplier`].
+pub const DEFAULT_LEVEL_SIZE_MULTIPLIER: f64 = 10.0;
+/// Default for [`Options::num_levels`].
+pub const DEFAULT_NUM_LEVELS: usize = 7;
+/// Default for [`Options::target_file_size`]: 64 MiB.
+pub const DEFAULT_TARGET_FILE_SIZE: u64 = 64 << 20;
+/// Default for [`Options::block_size`]: 4 KiB.
+pub const DEFAULT_BLOCK_SIZE: usize = 4096;
+/// Default for [`Options::block_restart_interval`].
+pub const DEFAULT_BLOCK_RESTART_INTERVAL: usize = 16;
+/// Default for [`Options::bloom_bits_per_key`].
+pub const DEFAULT_BLOOM_BITS_PER_KEY: u32 = 10;
+/// Default for [`Options::block_cache_size`]: 64 MiB.
+pub const DEFAULT_BLOCK_CACHE_SIZE: usize = 64 << 20;
+/// Default for [`Options::max_open_files`].
+pub const DEFAULT_MAX_OPEN_FILES: usize = 1000;
+/// Default for [`Options::compression_start_level`].
+pub const DEFAULT_COMPRESSION_START_LEVEL: usize = 2;
+/// Default for [`Options::background_threads`].
+pub const DEFAULT_BACKGROUND_THREADS: usize = 2;
+/// Default for [`Options::soft_pending_compaction_bytes`]: 64 GiB.
+pub const DEFAULT_SOFT_PENDING_COMPACTION_BYTES: u64 = 64 << 30;
+/// Default for [`Options::hard_pending_compaction_bytes`]: 256 GiB.
+pub const DEFAULT_HARD_PENDING_COMPACTION_BYTES: u64 = 256 << 30;
+/// Default for [`Options::delayed_write_rate`]: 16 MiB/s.
+pub const DEFAULT_DELAYED_WRITE_RATE: u64 = 16 << 20;
+/// Default for [`Options::max_manifest_size`]: 64 MiB.
+pub const DEFAULT_MAX_MANIFEST_SIZE: u64 = 64 << 20;
+/// Default for [`Options::max_key_size`]: 1 MiB.
+pub const DEFAULT_MAX_KEY_SIZE: usize = 1 << 20;
+/// Default for [`Options::max_value_size`]: 256 MiB.
+pub const DEFAULT_MAX_VALUE_SIZE: usize = 256 << 20;
+
+/// How a write is made durable before the call returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Durability {
+    /// The write is in the WAL in the operating system's page cache: it survives a crash of the
+    /// process but may be lost on power loss or a kernel crash.
+    #[default]
+    Buffered,
+    /// The WAL was fsynced (`fdatasync`) before the call returned: the write survives power loss.
+    /// Concurrent writers share one fsync (group commit).
+    Sync,
+}
+
+/// Per-write options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriteOptions {
+    /// How durable the write is when the call returns. Default [`Durability::Buffered`].
+    pub durability: Durability,
+}
+
+/// Block compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Compression {
+    /// Blocks are stored as they are.
+    None,
+    /// Blocks are compressed with LZ4 when that saves at least 1/8 of the block.
+    Lz4,
+}
+
+/// What to do with a damaged WAL at recovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum WalRecovery {
+    /// Cut a torn or corrupt record at the very end of the WAL (an interrupted write); any damage
+    /// followed by valid records is a `Corruption` error.
+    #[default]
+    TolerateTornTail,
+    /// Stop replaying at the first damaged record and keep the prefix before it (may lose
+    /// acknowledged writes after the damage; never returns wrong data).
+    PointInTime,
+}
+
+/// Which memory component absorbs writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum MemtableKind {
+    /// A concurrent skiplist.
+    #[default]
+    SkipList,
+}
+
+/// Options for [`crate::Db::open`]. `Options::default()` gives a reasonable general-purpose setup.
+#[derive(Clone)]
+pub struct Options {
+    /// Create the directory and an empty database when missing. Default `true`.
+    pub create_if_missing: bool,
+    /// Fail if a database already exists. Default `false`.
+    pub error_if_exists: bool,
+    /// Bytes of writes a memtable absorbs before it is sealed and flushed.
+    /// Default [`DEFAULT_WRITE_BUFFER_SIZE`].
+    pub write_buffer_size: usize,
+    /// Memtables (the active one plus sealed ones waiting for flush) before writes stop.
+    /// Writes slow down one memtable earlier. Default [`DEFAULT_MAX_WRITE_BUFFERS`].
+    pub max_write_buffers: usize,
+    /// L0 files that trigger a compaction into L1. Default [`DEFAULT_L0_COMPACTION_TRIGGER`].
+    pub level0_compaction_trigger: usize,
+    /// L0 files at which writes slow down. Default [`DEFAULT_L0_SLOWDOWN_TRIGGER`].
+    pub level0_slowdown_trigger: usize,
+    /// L0 files at which writes stop until compaction catches up. Default [`DEFAULT_L0_STOP_TRIGGER`].
+    pub level0_stop_trigger: usize,
+    /// Target size of L1. Default [`DEFAULT_MAX_BYTES_FOR_LEVEL_BASE`].
+    pub max_bytes_for_level_base: u64,
+    /// Each level below L1 targets this many times the size of the one above.
+    /// Default [`DEFAULT_LEVEL_SIZE_MULTIPLIER`].
+    pub level_size_multiplier: f64,
+    /// Number of levels, L0 included. Default [`DEFAULT_NUM_LEVELS`].
+    pub num_levels: usize,
+    /// Target size of an SST written by flush or compaction. Default [`DEFAULT_TARGET_FILE_SIZE`].
+    pub target_file_size: u64,
+    /// Uncompressed size of a data block. Default [`DEFAULT_BLOCK_SIZE`].
+    pub block_size: usize,
+    /// Keys between restart points in a block. Default [`DEFAULT_BLOCK_RESTART_INTERVAL`].
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key; 0 disables filters. Default [`DEFAULT_BLOOM_BITS_PER_KEY`].
+    pub bloom_bits_per_key: u32,
+    /// Capacity of the shared block cache in bytes; 0 disables it. Default [`DEFAULT_BLOCK_CACHE_SIZE`].
+    pub block_cache_size: usize,
+    /// SSTs kept open in the table cache. Default [`DEFAULT_MAX_OPEN_FILES`].
+    pub max_open_files: usize,
+    /// Compression for levels at or below [`Options::compression_start_level`]. Default `Lz4`.
+    pub compression: Compression,
+    /// The first level whose blocks are compressed; shallower levels are rewritten too soon to
+    /// repay the CPU. Default [`DEFAULT_COMPRESSION_START_LEVEL`].
+    pub compression_start_level: usize,
+    /// Threads for flushes and compactions (at least 1; one is kept for flushes when there are two
+    /// or more). Default [`DEFAULT_BACKGROUND_THREADS`].
+    pub background_threads: usize,
+    /// Estimated compaction debt at which writes slow down. Default
+    /// [`DEFAULT_SOFT_PENDING_COMPACTION_BYTES`].
+    pub soft_pending_compaction_bytes: u64,
+    /// Estimated compaction debt at which writes stop. Default [`DEFAULT_HARD_PENDING_COMPACTION_BYTES`].
+    pub hard_pending_compaction_bytes: u64,
+    /// Write rate, in bytes per second, imposed while writes are slowed down.
+    /// Default [`DEFAULT_DELAYED_WRITE_RATE`].
+    pub delayed_write_rate: u64,
+    /// Durability of `put`, `delete` and other calls that take no [`WriteOptions`].
+    /// Default [`Durability::Buffered`].
+    pub default_durability: Durability,
+    /// Size at which the MANIFEST is rewritten as a snapshot. Default [`DEFAULT_MAX_MANIFEST_SIZE`].
+    pub max_manifest_size: u64,
+    /// What to do with a damaged WAL at recovery. Default [`WalRecovery::TolerateTornTail`].
+    pub wal_recovery: WalRecovery,
+    /// Which memory component absorbs writes. Default [`MemtableKind::SkipList`].
+    pub memtable: MemtableKind,
+    /// Largest key accepted. Default [`DEFAULT_MAX_KEY_SIZE`].
+    pub max_key_size: usize,
+    /// Largest value accepted. Default [`DEFAULT_MAX_VALUE_SIZE`].
+    pub max_value_size: usize,
+    /// The file system. Default [`RealFs`].
+    pub fs: Arc<dyn Fs>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            write_buffer_size: DEFAULT_WRITE_BUFFER_SIZE,
+            max_write_buffers: DEFAULT_MAX_WRITE_BUFFERS,
+            level0_compaction_trigger: DEFAULT_L0_COMPACTION_TRIGGER,
+            level0_slowdown_trigger: DEFAULT_L0_SLOWDOWN_TRIGGER,
+            level0_stop_trigger: DEFAULT_L0_STOP_TRIGGER,
+            max_bytes_for_level_base: DEFAULT_MAX_BYTES_FOR_LEVEL_BASE,
+            level_size_multiplier: DEFAULT_LEVEL_SIZE_MULTIPLIER,
+            num_levels: DEFAULT_NUM_LEVELS,
+            target_file_size: DEFAULT_TARGET_FILE_SIZE,
+            block_size: DEFAULT_BLOCK_SIZE,
+            block_restart_interval: DEFAULT_BLOCK_RESTART_INTERVAL,
+            bloom_bits_per_key: DEFAULT_BLOOM_BITS_PER_KEY,
+            block_cache_size: DEFAULT_BLOCK_CACHE_SIZE,
+            max_open_files: DEFAULT_MAX_OPEN_FILES,
+            compression: Compression::Lz4,
+            compression_start_level: DEFAULT_COMPRESSION_START_LEVEL,
+            background_threads: DEFAULT_BACKGROUND_THREADS,
+            soft_pending_compaction_bytes: DEFAULT_SOFT_PENDING_COMPACTION_BYTES,
+            hard_pending_compaction_bytes: DEFAULT_HARD_PENDING_COMPACTION_BYTES,
+            delayed_write_rate: DEFAULT_DELAYED_WRITE_RATE,
+            default_durability: Durability::Buffered,
+            max_manifest_size: DEFAULT_MAX_MANIFEST_SIZE,
+            wal_recovery: WalRecovery::TolerateTornTail,
+            memtable: MemtableKind::SkipList,
+            max_key_size: DEFAULT_MAX_KEY_SIZE,
+            max_value_size: DEFAULT_MAX_VALUE_SIZE,
+            fs: Arc::new(RealFs),
+        }
+    }
+}
+
+impl fmt::Debug for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("write_buffer_size", &self.write_buffer_size)
+            .field("max_write_buffers", &self.max_write_buffers)
+            .field("level0_compaction_trigger", &self.level0_compaction_trigger)
+            .field("level0_slowdown_trigger", &self.level0_slowdown_trigger)
+            .field("level0_stop_trigger", &self.level0_stop_trigger)
+            .field("max_bytes_for_level_base", &self.max_bytes_for_level_base)
+            .field("level_size_multiplier", &self.level_size_multiplier)
+            .field("num_levels", &self.num_levels)
+            .field("target_file_size", &self.target_file_size)
+            .field("block_size", &self.block_size)
+            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("block_cache_size", &self.block_cache_size)
+            .field("compression", &self.compression)
+            .field("compression_start_level", &self.compression_start_level)
+            .field("background_threads", &self.background_threads)
+            .field("default_durability", &self.default_durability)
+            .field("memtable", &self.memtable)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Options {
+    /// Checks that the options are usable together.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the offending option.
+    pub fn validate(&self) -> crate::Result<()> {
+        let bad = |what: &str| {
+            Err(crate::Error::invalid_argument(format!(
+                "invalid option: {what}"
+            )))
+        };
+        if self.write_buffer_size < 4096 {
+            return bad("write_buffer_size must be at least 4096");
+        }
+        if self.max_write_buffers < 2 {
+            return bad("max_write_buffers must be at least 2");
+        }
+        if self.num_levels < 2 || self.num_levels > 16 {
+            return bad("num_levels must be between 2 and 16");
+        }
+        if self.level0_compaction_trigger == 0
+            || self.level0_slowdown_trigger < self.level0_compaction_trigger
+            || self.level0_stop_trigger < self.level0_slowdown_trigger
+        {
+            return bad("need 0 < level0_compaction_trigger <= level0_slowdown_trigger <= level0_stop_trigger");
+        }
+        if self.level_size_multiplier < 2.0 || !self.level_size_multiplier.is_finite() {
+            return bad("level_size_multiplier must be at least 2");
+        }
+        if self.block_size < 64 || self.block_size > (64 << 20) {
+            return bad("block_size must be between 64 bytes and 64 MiB");
+        }
+        if self.block_restart_interval == 0 {
+            return bad("block_restart_interval must be at least 1");
+        }
+        if self.target_file_size < 1024 || self.max_bytes_for_level_base < 1024 {
+            return bad("target_file_size and max_bytes_for_level_base must be at least 1024");
+        }
+        if self.background_threads == 0 {
+            return bad("background_threads must be at least 1");
+        }
+        if self.max_open_files < 16 {
+            return bad("max_open_files must be at least 16");
+        }
+        if self.soft_pending_compaction_bytes > self.hard_pending_compaction_bytes {
+            return bad(
+                "soft_pending_compaction_bytes must not exceed hard_pending_compaction_bytes",
+            );
+        }
+        if self.delayed_write_rate == 0 {
+            return bad("delayed_write_rate must be positive");
+        }
+        if self.max_key_size == 0 || self.max_key_size > (64 << 20) {
+            return bad("max_key_size must be between 1 byte and 64 MiB");
+        }
+        if self.max_value_size > (1 << 30) {
+            return bad("max_value_size must be at most 1 GiB");
+        }
+        Ok(())
+    }
+
+    /// The compression used for SSTs written to `level`.
+    pub fn compression_for_level(&self, level: usize) -> Compression {
+        if level >= self.compression_start_level {
+            self.compression
+        } else {
+            Compression::None
+        }
+    }
+
+    /// The target size of `level` (L1 and deeper).
+    pub fn max_bytes_for_level(&self, level: usize) -> u64 {
+        let mut bytes = self.max_bytes_for_level_base as f64;
+        for _ in 1..level {
+            bytes *= self.level_size_multiplier;
+        }
+        bytes as u64
+    }
+}

@@ -1,0 +1,1 @@
+//! Version edits and their encoding. See `docs/format/manifest.md`.

@@ -1,0 +1,3 @@
+//! Versions: the set of live files, the edits that change it, and the MANIFEST that records them.
+
+pub(crate) mod edit;
