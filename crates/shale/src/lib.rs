@@ -10,6 +10,7 @@ mod cache;
 mod compaction;
 mod db;
 mod error;
+mod filename;
 pub mod fs;
 #[doc(hidden)]
 pub mod fuzz_api;

@@ -1,1 +1,3 @@
-//! Leveled compaction: the pure picker and the job that runs a task.
+//! Leveled compaction: the pure picker, the retention rule, and the job that runs a task.
+
+pub(crate) mod retention;
