@@ -16,7 +16,11 @@
 mod fault;
 mod mem;
 mod real;
+#[cfg(test)]
+mod tests;
 
+pub use fault::{Fault, FaultFs, FaultId, FaultOp, DEFAULT_FAULT_ERROR};
+pub use mem::{MemFs, TORN_MAX_ZERO_BYTES, TORN_ZERO_FILL_ONE_IN};
 pub use real::RealFs;
 
 use std::io;
