@@ -61,12 +61,12 @@ fn created_and_synced_file_vanishes_when_its_directory_was_never_synced() {
 #[test]
 fn rename_not_followed_by_sync_dir_reverts() {
     let fs = mem_with_db();
-    write(&fs, "db/tmp", b"v1", true);
+    write(&fs, "db/staging", b"v1", true);
     fs.sync_dir(p("db")).unwrap();
-    fs.rename(p("db/tmp"), p("db/CURRENT")).unwrap();
+    fs.rename(p("db/staging"), p("db/CURRENT")).unwrap();
     assert!(fs.exists(p("db/CURRENT")));
     let after = fs.crash_clone();
-    assert_eq!(after.read_file("db/tmp").unwrap(), b"v1");
+    assert_eq!(after.read_file("db/staging").unwrap(), b"v1");
     assert!(!after.exists(p("db/CURRENT")));
 }
 
@@ -74,12 +74,12 @@ fn rename_not_followed_by_sync_dir_reverts() {
 fn rename_followed_by_sync_dir_keeps_the_synced_data_under_the_new_name() {
     let fs = mem_with_db();
     // The data is synced before the name ever becomes durable: the inode carries it.
-    write(&fs, "db/tmp", b"v1", true);
-    fs.rename(p("db/tmp"), p("db/CURRENT")).unwrap();
+    write(&fs, "db/staging", b"v1", true);
+    fs.rename(p("db/staging"), p("db/CURRENT")).unwrap();
     fs.sync_dir(p("db")).unwrap();
     let after = fs.crash_clone();
     assert_eq!(after.read_file("db/CURRENT").unwrap(), b"v1");
-    assert!(!after.exists(p("db/tmp")));
+    assert!(!after.exists(p("db/staging")));
 }
 
 #[test]
@@ -87,8 +87,8 @@ fn rename_over_an_existing_file_reverts_to_the_old_contents() {
     let fs = mem_with_db();
     write(&fs, "db/CURRENT", b"old", true);
     fs.sync_dir(p("db")).unwrap();
-    write(&fs, "db/tmp", b"new", true);
-    fs.rename(p("db/tmp"), p("db/CURRENT")).unwrap();
+    write(&fs, "db/staging", b"new", true);
+    fs.rename(p("db/staging"), p("db/CURRENT")).unwrap();
     assert_eq!(fs.read_file("db/CURRENT").unwrap(), b"new");
     assert_eq!(fs.crash_clone().read_file("db/CURRENT").unwrap(), b"old");
     fs.sync_dir(p("db")).unwrap();
@@ -343,13 +343,13 @@ fn list_dir_names_files_and_subdirectories_in_order() {
 #[test]
 fn directory_rename_moves_its_contents_and_refuses_to_nest_in_itself() {
     let fs = mem_with_db();
-    fs.create_dir_all(p("db/tmp")).unwrap();
-    write(&fs, "db/tmp/a", b"x", false);
-    let err = fs.rename(p("db/tmp"), p("db/tmp/inner")).unwrap_err();
+    fs.create_dir_all(p("db/staging")).unwrap();
+    write(&fs, "db/staging/a", b"x", false);
+    let err = fs.rename(p("db/staging"), p("db/staging/inner")).unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
-    fs.rename(p("db/tmp"), p("db/checkpoint")).unwrap();
+    fs.rename(p("db/staging"), p("db/checkpoint")).unwrap();
     assert_eq!(fs.read_file("db/checkpoint/a").unwrap(), b"x");
-    assert!(!fs.exists(p("db/tmp")));
+    assert!(!fs.exists(p("db/staging")));
 }
 
 #[test]
@@ -585,13 +585,13 @@ fn a_failed_sync_makes_nothing_durable() {
 #[test]
 fn a_failed_rename_or_sync_dir_changes_nothing() {
     let fs = fault_fs();
-    write(&fs, "db/tmp", b"x", true);
+    write(&fs, "db/staging", b"x", true);
     fs.inject(Fault::new(FaultOp::Rename).once());
     fs.inject(Fault::new(FaultOp::SyncDir).once());
-    assert!(fs.rename(p("db/tmp"), p("db/CURRENT")).is_err());
-    assert!(fs.exists(p("db/tmp")) && !fs.exists(p("db/CURRENT")));
+    assert!(fs.rename(p("db/staging"), p("db/CURRENT")).is_err());
+    assert!(fs.exists(p("db/staging")) && !fs.exists(p("db/CURRENT")));
     assert!(fs.sync_dir(p("db")).is_err());
-    assert!(!fs.crash_clone().exists(p("db/tmp")));
+    assert!(!fs.crash_clone().exists(p("db/staging")));
 }
 
 #[test]
