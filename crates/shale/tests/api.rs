@@ -1,0 +1,224 @@
+//! The public API behaves as documented: one test per promise.
+
+use shale::fs::MemFs;
+use shale::{Db, Durability, ErrorKind, Options, WriteBatch, WriteOptions};
+use std::sync::Arc;
+
+fn mem_options(fs: &MemFs) -> Options {
+    Options { fs: Arc::new(fs.clone()), ..Options::default() }
+}
+
+#[test]
+fn put_get_delete_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.get(b"k").unwrap(), None);
+    db.put(b"k", b"v1").unwrap();
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v1".to_vec()));
+    db.put("k", "v2").unwrap();
+    assert_eq!(db.get(b"k").unwrap(), Some(b"v2".to_vec()));
+    db.delete(b"k").unwrap();
+    assert_eq!(db.get(b"k").unwrap(), None);
+    db.put(b"", b"empty key is a key").unwrap();
+    assert_eq!(db.get(b"").unwrap(), Some(b"empty key is a key".to_vec()));
+    db.close().unwrap();
+}
+
+#[test]
+fn data_survives_reopen_from_wal_and_from_ssts() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        for i in 0..1000u32 {
+            db.put(i.to_be_bytes(), format!("value-{i}")).unwrap();
+        }
+        db.flush().unwrap();
+        for i in 1000..2000u32 {
+            db.put(i.to_be_bytes(), format!("value-{i}")).unwrap();
+        }
+        db.delete(5u32.to_be_bytes()).unwrap();
+    }
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for i in 0..2000u32 {
+        let want = (i != 5).then(|| format!("value-{i}").into_bytes());
+        assert_eq!(db.get(i.to_be_bytes()).unwrap(), want, "key {i}");
+    }
+    assert_eq!(db.iter().count(), 1999);
+}
+
+#[test]
+fn write_batch_is_atomic_and_ordered() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", mem_options(&fs)).unwrap();
+    let mut b = WriteBatch::new();
+    b.put(b"a", b"1").put(b"b", b"2").delete(b"a").put(b"c", b"3");
+    assert_eq!(b.len(), 4);
+    db.write(b, &WriteOptions { durability: Durability::Sync }).unwrap();
+    assert_eq!(db.get(b"a").unwrap(), None, "later entries of a batch win");
+    assert_eq!(db.get(b"b").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(db.get(b"c").unwrap(), Some(b"3".to_vec()));
+    assert_eq!(db.stats().wal_syncs, 1);
+}
+
+#[test]
+fn range_iter_and_prefix_are_double_ended() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", mem_options(&fs)).unwrap();
+    for k in ["a", "ab", "abc", "b", "ba", "c"] {
+        db.put(k, k.to_uppercase()).unwrap();
+    }
+    let keys = |it: shale::iter::DbIterator| it.map(|r| String::from_utf8(r.unwrap().0).unwrap()).collect::<Vec<_>>();
+    assert_eq!(keys(db.range("ab".."b")), ["ab", "abc"]);
+    assert_eq!(keys(db.range("ab"..="ba")), ["ab", "abc", "b", "ba"]);
+    assert_eq!(keys(db.prefix("a")), ["a", "ab", "abc"]);
+    assert_eq!(keys(db.iter()).len(), 6);
+    let mut it = db.iter();
+    assert_eq!(it.next().unwrap().unwrap().0, b"a");
+    assert_eq!(it.next_back().unwrap().unwrap().0, b"c");
+    assert_eq!(it.next_back().unwrap().unwrap().0, b"ba");
+    let middle: Vec<_> = it.map(|r| r.unwrap().0).collect();
+    assert_eq!(middle, [b"ab".to_vec(), b"abc".to_vec(), b"b".to_vec()]);
+    assert_eq!(keys(db.prefix("a").rev()), ["abc", "ab", "a"]);
+}
+
+#[test]
+fn snapshot_sees_the_past_across_flush_and_compaction() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", Options { write_buffer_size: 4096, ..mem_options(&fs) }).unwrap();
+    for i in 0..200u32 {
+        db.put(format!("k{i:03}"), "old").unwrap();
+    }
+    let snap = db.snapshot();
+    for i in 0..200u32 {
+        if i % 2 == 0 {
+            db.put(format!("k{i:03}"), "new").unwrap();
+        } else {
+            db.delete(format!("k{i:03}")).unwrap();
+        }
+    }
+    db.flush().unwrap();
+    db.compact_range::<&[u8], _>(..).unwrap();
+    assert_eq!(snap.get("k001").unwrap(), Some(b"old".to_vec()));
+    assert_eq!(snap.iter().count(), 200);
+    assert!(snap.iter().all(|r| r.unwrap().1 == b"old"));
+    assert_eq!(db.get("k001").unwrap(), None);
+    assert_eq!(db.get("k002").unwrap(), Some(b"new".to_vec()));
+    assert_eq!(db.iter().count(), 100);
+    assert_eq!(db.stats().snapshots, 1);
+    drop(snap);
+    assert_eq!(db.stats().snapshots, 0);
+}
+
+#[test]
+fn iterator_keeps_its_view_while_the_tree_changes() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", Options { write_buffer_size: 4096, ..mem_options(&fs) }).unwrap();
+    for i in 0..300u32 {
+        db.put(format!("k{i:03}"), "v").unwrap();
+    }
+    let mut it = db.iter();
+    assert!(it.next().is_some());
+    for i in 0..300u32 {
+        db.delete(format!("k{i:03}")).unwrap();
+    }
+    db.flush().unwrap();
+    db.compact_range::<&[u8], _>(..).unwrap();
+    assert_eq!(it.count(), 299, "the iterator reads the files it pinned");
+    assert_eq!(db.iter().count(), 0);
+}
+
+#[test]
+fn second_open_of_a_locked_directory_fails_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let err = Db::open(dir.path(), Options::default()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Busy);
+    assert!(err.to_string().contains("locked"), "{err}");
+    db.close().unwrap();
+    Db::open(dir.path(), Options::default()).unwrap();
+}
+
+#[test]
+fn missing_database_without_create_if_missing_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Db::open(dir.path().join("nope"), Options { create_if_missing: false, ..Options::default() }).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+}
+
+#[test]
+fn oversized_keys_and_values_are_rejected_without_effect() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", Options { max_key_size: 8, max_value_size: 16, ..mem_options(&fs) }).unwrap();
+    assert_eq!(db.put(b"123456789", b"v").unwrap_err().kind(), ErrorKind::InvalidArgument);
+    let mut b = WriteBatch::new();
+    b.put(b"ok", b"fine").put(b"k", [0u8; 17]);
+    assert_eq!(db.write(b, &WriteOptions::default()).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(db.get(b"ok").unwrap(), None, "a rejected batch applies nothing");
+}
+
+#[test]
+fn invalid_options_are_rejected() {
+    let fs = MemFs::new();
+    let err = Db::open("/db", Options { num_levels: 1, ..mem_options(&fs) }).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("num_levels"));
+}
+
+#[test]
+fn stats_count_the_work_done() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", Options { write_buffer_size: 8192, ..mem_options(&fs) }).unwrap();
+    for i in 0..2000u32 {
+        db.put(format!("key{i:05}"), [7u8; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    db.compact_range::<&[u8], _>(..).unwrap();
+    for i in 0..100u32 {
+        assert!(db.get(format!("key{i:05}")).unwrap().is_some());
+    }
+    let s = db.stats();
+    assert_eq!(s.writes, 2000);
+    assert_eq!(s.user_bytes_written, 2000 * (8 + 100));
+    assert!(s.wal_bytes_written > s.user_bytes_written);
+    assert!(s.flushes >= 1 && s.flush_bytes_written > 0);
+    assert!(s.compaction_bytes_read > 0 || s.trivial_moves > 0);
+    assert_eq!(s.files_per_level[0], 0, "compact_range empties L0");
+    assert!(s.bytes_per_level.iter().sum::<u64>() > 0);
+    assert!(s.on_disk_bytes >= s.bytes_per_level.iter().sum::<u64>());
+    assert!(s.block_cache_hits + s.block_cache_misses > 0);
+    assert_eq!(s.last_sequence, 2000);
+}
+
+#[test]
+fn operations_after_close_fail_with_closed() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", mem_options(&fs)).unwrap();
+    let snap = db.snapshot();
+    db.close().unwrap();
+    assert_eq!(snap.get(b"k").unwrap_err().kind(), ErrorKind::Closed);
+}
+
+#[test]
+fn concurrent_writers_share_group_commits() {
+    let fs = MemFs::new();
+    let db = Arc::new(Db::open("/db", Options { write_buffer_size: 64 << 10, ..mem_options(&fs) }).unwrap());
+    let threads: Vec<_> = (0..8u32)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in 0..500u32 {
+                    let mut b = WriteBatch::new();
+                    b.put(format!("t{t}-{i:04}"), format!("{i}"));
+                    db.write(b, &WriteOptions { durability: Durability::Sync }).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(db.iter().count(), 4000);
+    let s = db.stats();
+    assert_eq!(s.writes, 4000);
+    assert!(s.wal_syncs <= 4000);
+}
