@@ -1,0 +1,251 @@
+//! The engines under test, behind one trait.
+//!
+//! A [`Backend`] is one open database shared by all client threads (`Send + Sync`). It stores
+//! opaque keys and values: the workloads encode records and values before they reach it, so every
+//! backend does exactly the same work per operation.
+//!
+//! Backends:
+//! - `shale`: the embedded Shale engine (this workspace's `shale` crate).
+//! - `rocksdb`: RocksDB through the `rocksdb` crate, plain or with integrated BlobDB
+//!   (`rocksdb.enable_blob_files=true`); cargo feature `rocksdb`.
+//! - `fjall`: fjall 3, with or without key-value separation (`fjall.kv_separation`); feature `fjall`.
+//! - `memory`: an ordered map in memory, for testing the harness itself; a floor, not a peer.
+//!
+//! Each backend reads its own properties, all prefixed with its name (`rocksdb.write_buffer_size`),
+//! and declares them in a [`PropSpec`] table so unknown names are caught before a run starts.
+//! `<name>.dbname` is the database directory of every on-disk backend.
+
+#[cfg(feature = "fjall")]
+mod fjall_db;
+mod fjall_props;
+mod memory;
+#[cfg(feature = "rocksdb")]
+mod rocks;
+mod rocks_props;
+#[cfg(feature = "shale-engine")]
+mod shale_db;
+mod shale_props;
+
+use crate::error::{Error, Result};
+use crate::props::{closest_names, PropSpec, Properties};
+use std::path::Path;
+
+/// Name of the statistic that every backend reports: bytes on disk under the database directory.
+pub const DISK_USAGE_STAT: &str = "disk.used.bytes";
+/// RocksDB's name for bytes read by compactions; Shale and fjall report under the same name.
+pub const COMPACT_READ_STAT: &str = "rocksdb.compact.read.bytes";
+/// RocksDB's name for bytes written by compactions.
+pub const COMPACT_WRITE_STAT: &str = "rocksdb.compact.write.bytes";
+/// RocksDB's name for microseconds writers were stalled.
+pub const STALL_MICROS_STAT: &str = "rocksdb.stall.micros";
+
+/// Engine statistics as `(name, value)` pairs, in the backend's order.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Statistics {
+    /// The statistics.
+    pub entries: Vec<(String, u64)>,
+}
+
+impl Statistics {
+    /// Adds or replaces `name`.
+    pub fn set(&mut self, name: impl Into<String>, value: u64) {
+        let name = name.into();
+        match self.entries.iter_mut().find(|(n, _)| *n == name) {
+            Some(e) => e.1 = value,
+            None => self.entries.push((name, value)),
+        }
+    }
+
+    /// The value of `name`, if reported.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.entries.iter().find(|(n, _)| n == name).map(|e| e.1)
+    }
+
+    /// The lines `-statistics` prints: `NAME COUNT : VALUE`, RocksDB's ticker format.
+    pub fn lines(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .map(|(n, v)| format!("{n} COUNT : {v}"))
+            .collect()
+    }
+}
+
+/// One open database under test.
+///
+/// Every method reports engine failures as `Error` of kind `Backend`; "not found" is `Ok(None)`.
+pub trait Backend: Send + Sync {
+    /// The value of `key`, or `None` when absent.
+    fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// Visits up to `count` records with keys `>= start` in key order; returns how many it visited.
+    fn scan(
+        &self,
+        start: &[u8],
+        count: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize>;
+
+    /// Writes a new record.
+    fn insert(&self, key: &[u8], value: &[u8]) -> Result<()>;
+
+    /// Overwrites a record (the same call as insert for every engine here; kept apart so a
+    /// backend may treat them differently).
+    fn update(&self, key: &[u8], value: &[u8]) -> Result<()>;
+
+    /// Removes a record.
+    fn delete(&self, key: &[u8]) -> Result<()>;
+
+    /// Engine statistics, with RocksDB's names where one exists, plus [`DISK_USAGE_STAT`].
+    fn statistics(&self) -> Result<Statistics>;
+
+    /// Flushes and closes the database.
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// A backend the harness knows: its name, property table and whether this build includes it.
+pub struct BackendInfo {
+    /// The `-db` name.
+    pub name: &'static str,
+    /// Its properties (all prefixed with the name).
+    pub props: &'static [PropSpec],
+    /// The cargo feature that builds it, when it is optional.
+    pub feature: Option<&'static str>,
+    /// Whether this binary includes it.
+    pub available: bool,
+}
+
+/// Every backend, available in this build or not.
+pub fn all_backends() -> [BackendInfo; 4] {
+    [
+        BackendInfo {
+            name: "shale",
+            props: shale_props::PROPS,
+            feature: Some("shale-engine"),
+            available: cfg!(feature = "shale-engine"),
+        },
+        BackendInfo {
+            name: "rocksdb",
+            props: rocks_props::PROPS,
+            feature: Some("rocksdb"),
+            available: cfg!(feature = "rocksdb"),
+        },
+        BackendInfo {
+            name: "fjall",
+            props: fjall_props::PROPS,
+            feature: Some("fjall"),
+            available: cfg!(feature = "fjall"),
+        },
+        BackendInfo {
+            name: "memory",
+            props: memory::PROPS,
+            feature: None,
+            available: true,
+        },
+    ]
+}
+
+/// The property table of backend `name`.
+///
+/// # Errors
+/// `Usage` for an unknown backend, with the closest names.
+pub fn backend_info(name: &str) -> Result<BackendInfo> {
+    let names: Vec<&str> = all_backends().iter().map(|b| b.name).collect();
+    all_backends()
+        .into_iter()
+        .find(|b| b.name == name)
+        .ok_or_else(|| {
+            let close = closest_names(name, &names, 2);
+            let hint = if close.is_empty() {
+                String::new()
+            } else {
+                format!(" (did you mean {}?)", close.join(" or "))
+            };
+            Error::usage(format!(
+                "unknown database '{name}'{hint}; known: {}",
+                names.join(", ")
+            ))
+        })
+}
+
+/// The property naming the database directory of `backend`, if it keeps one.
+pub fn dbname_property(backend: &str) -> Option<String> {
+    (backend != "memory").then(|| format!("{backend}.dbname"))
+}
+
+/// Opens backend `name` configured by `props`.
+///
+/// # Errors
+/// `Usage` when the backend is unknown or not built in, `Property` for bad backend properties,
+/// `Backend` when the engine fails to open.
+pub fn open_backend(name: &str, props: &Properties) -> Result<Box<dyn Backend>> {
+    let info = backend_info(name)?;
+    if !info.available {
+        return Err(Error::usage(format!(
+            "database '{name}' is not built into this binary; rebuild with `--features {}`",
+            info.feature.unwrap_or(name)
+        )));
+    }
+    match name {
+        "memory" => Ok(Box::new(memory::MemoryBackend::open(props)?)),
+        #[cfg(feature = "shale-engine")]
+        "shale" => Ok(Box::new(shale_db::ShaleBackend::open(props)?)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Ok(Box::new(rocks::RocksBackend::open(props)?)),
+        #[cfg(feature = "fjall")]
+        "fjall" => Ok(Box::new(fjall_db::FjallBackend::open(props)?)),
+        _ => Err(Error::usage(format!(
+            "database '{name}' is not built into this binary"
+        ))),
+    }
+}
+
+/// Bytes used by the files under `path` (recursively; symbolic links are not followed).
+/// A missing directory uses zero bytes.
+///
+/// # Errors
+/// `Io` when a directory cannot be listed.
+pub fn dir_size(path: &Path) -> Result<u64> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(Error::io(format!("cannot stat {}", path.display()), e)),
+    };
+    if !meta.is_dir() {
+        return Ok(meta.len());
+    }
+    let mut total = 0;
+    let entries = std::fs::read_dir(path)
+        .map_err(|e| Error::io(format!("cannot list {}", path.display()), e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(format!("cannot list {}", path.display()), e))?;
+        match dir_size(&entry.path()) {
+            Ok(n) => total += n,
+            // Engines delete obsolete files while we walk: a vanished file uses no space.
+            Err(e) if e.kind() == crate::error::ErrorKind::Io && !entry.path().exists() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(total)
+}
+
+/// Prepares the database directory of an on-disk backend: removes it first when
+/// `<backend>.destroy=true`. Returns the directory.
+///
+/// # Errors
+/// `Io` when the old directory cannot be removed.
+#[cfg_attr(
+    not(any(feature = "shale-engine", feature = "rocksdb", feature = "fjall")),
+    allow(dead_code)
+)]
+pub(crate) fn prepare_dir(
+    props: &Properties,
+    backend: &str,
+    default_dir: &str,
+) -> Result<std::path::PathBuf> {
+    let dir = std::path::PathBuf::from(props.get_str(&format!("{backend}.dbname"), default_dir));
+    if props.get_bool(&format!("{backend}.destroy"), false)? && dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| Error::io(format!("cannot remove {}", dir.display()), e))?;
+    }
+    Ok(dir)
+}

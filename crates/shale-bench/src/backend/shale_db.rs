@@ -1,0 +1,184 @@
+//! `shale`: the embedded Shale engine. Properties: [`super::shale_props`]; each maps to one
+//! field of `shale::Options`, unset ones keep the engine's defaults.
+//!
+//! Statistics: `shale::Stats` under RocksDB's names where one exists
+//! (`rocksdb.compact.read.bytes`, `rocksdb.compact.write.bytes`, `rocksdb.stall.micros`), the rest
+//! as `shale.*`, plus disk usage.
+
+use super::{
+    dir_size, prepare_dir, shale_props::DEFAULT_DBNAME, Backend, Statistics, DISK_USAGE_STAT,
+};
+use super::{COMPACT_READ_STAT, COMPACT_WRITE_STAT, STALL_MICROS_STAT};
+use crate::error::{Error, Result};
+use crate::props::Properties;
+use shale::{Compression, Db, Durability, Options, WriteBatch, WriteOptions};
+use std::path::PathBuf;
+
+/// See the module documentation.
+pub struct ShaleBackend {
+    db: Db,
+    write_options: WriteOptions,
+    dir: PathBuf,
+}
+
+fn shale_err(what: &str) -> impl Fn(shale::Error) -> Error + '_ {
+    move |e| Error::backend(format!("shale {what}: {e}"))
+}
+
+fn set_usize(props: &Properties, key: &str, field: &mut usize) -> Result<()> {
+    if props.contains(key) {
+        *field = usize::try_from(props.get_u64(key, 0)?)
+            .map_err(|_| Error::property(format!("bad value for property {key}: too large")))?;
+    }
+    Ok(())
+}
+
+fn set_u64(props: &Properties, key: &str, field: &mut u64) -> Result<()> {
+    if props.contains(key) {
+        *field = props.get_u64(key, 0)?;
+    }
+    Ok(())
+}
+
+/// Builds `shale::Options` from the `shale.*` properties.
+///
+/// # Errors
+/// `Property` for malformed values or options the engine rejects.
+pub(crate) fn options_from(props: &Properties) -> Result<Options> {
+    let mut o = Options::default();
+    set_usize(props, "shale.write_buffer_size", &mut o.write_buffer_size)?;
+    set_usize(props, "shale.max_write_buffers", &mut o.max_write_buffers)?;
+    set_usize(
+        props,
+        "shale.level0_compaction_trigger",
+        &mut o.level0_compaction_trigger,
+    )?;
+    set_usize(
+        props,
+        "shale.level0_slowdown_trigger",
+        &mut o.level0_slowdown_trigger,
+    )?;
+    set_usize(
+        props,
+        "shale.level0_stop_trigger",
+        &mut o.level0_stop_trigger,
+    )?;
+    set_u64(
+        props,
+        "shale.max_bytes_for_level_base",
+        &mut o.max_bytes_for_level_base,
+    )?;
+    if props.contains("shale.level_size_multiplier") {
+        o.level_size_multiplier = props.get_f64("shale.level_size_multiplier", 10.0)?;
+    }
+    set_usize(props, "shale.num_levels", &mut o.num_levels)?;
+    set_u64(props, "shale.target_file_size", &mut o.target_file_size)?;
+    set_usize(props, "shale.block_size", &mut o.block_size)?;
+    if props.contains("shale.bloom_bits_per_key") {
+        o.bloom_bits_per_key = u32::try_from(props.get_u64("shale.bloom_bits_per_key", 10)?)
+            .map_err(|_| {
+                Error::property("bad value for property shale.bloom_bits_per_key: too large")
+            })?;
+    }
+    set_usize(props, "shale.block_cache_size", &mut o.block_cache_size)?;
+    set_usize(props, "shale.max_open_files", &mut o.max_open_files)?;
+    if props.contains("shale.compression") {
+        o.compression = match props.get_choice("shale.compression", "lz4", &["none", "lz4"])? {
+            "none" => Compression::None,
+            _ => Compression::Lz4,
+        };
+    }
+    set_usize(
+        props,
+        "shale.compression_start_level",
+        &mut o.compression_start_level,
+    )?;
+    set_usize(props, "shale.background_threads", &mut o.background_threads)?;
+    o.validate()
+        .map_err(|e| Error::property(format!("shale.* properties: {e}")))?;
+    Ok(o)
+}
+
+impl ShaleBackend {
+    /// Opens (creating if missing) the database named by `shale.dbname`.
+    ///
+    /// # Errors
+    /// `Property` for bad properties, `Backend` when the engine fails to open.
+    pub fn open(props: &Properties) -> Result<ShaleBackend> {
+        let dir = prepare_dir(props, "shale", DEFAULT_DBNAME)?;
+        let options = options_from(props)?;
+        let durability = if props.get_bool("shale.sync", false)? {
+            Durability::Sync
+        } else {
+            Durability::Buffered
+        };
+        let db = Db::open(&dir, options)
+            .map_err(|e| Error::backend(format!("cannot open shale at {}: {e}", dir.display())))?;
+        Ok(ShaleBackend {
+            db,
+            write_options: WriteOptions { durability },
+            dir,
+        })
+    }
+
+    fn write_one(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        match value {
+            Some(v) => batch.put(key, v),
+            None => batch.delete(key),
+        };
+        self.db
+            .write(batch, &self.write_options)
+            .map_err(shale_err("write"))
+    }
+}
+
+impl Backend for ShaleBackend {
+    fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db.get(key).map_err(shale_err("get"))
+    }
+
+    fn scan(
+        &self,
+        start: &[u8],
+        count: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
+        let mut n = 0;
+        for item in self.db.range(start.to_vec()..).take(count) {
+            let (k, v) = item.map_err(shale_err("scan"))?;
+            visit(&k, &v);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write_one(key, Some(value))
+    }
+
+    fn update(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write_one(key, Some(value))
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        self.write_one(key, None)
+    }
+
+    fn statistics(&self) -> Result<Statistics> {
+        let st = self.db.stats();
+        let mut s = Statistics::default();
+        s.set(COMPACT_READ_STAT, st.compaction_read_bytes);
+        s.set(COMPACT_WRITE_STAT, st.compaction_write_bytes);
+        s.set(STALL_MICROS_STAT, st.stall_micros);
+        s.set("shale.user.bytes.written", st.user_bytes_written);
+        s.set("shale.wal.bytes.written", st.wal_bytes_written);
+        s.set("shale.flush.bytes.written", st.flush_bytes_written);
+        s.set(DISK_USAGE_STAT, dir_size(&self.dir)?);
+        Ok(s)
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.db.close().map_err(shale_err("close"))
+    }
+}

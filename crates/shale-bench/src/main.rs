@@ -1,0 +1,49 @@
+//! The `shale-bench` binary: parses the command line and dispatches.
+
+use shale_bench::cli::{self, Command};
+use shale_bench::{app, compare, plot, tracegen, ErrorKind};
+use std::process::ExitCode;
+
+/// Exit status for configuration and usage errors.
+const EXIT_USAGE: u8 = 2;
+/// Exit status for failures during the benchmark (backend errors, failed verification).
+const EXIT_FAILURE: u8 = 1;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = cli::parse(&args).and_then(|cmd| match cmd {
+        Command::Help => {
+            print!("{}", cli::USAGE);
+            Ok(true)
+        }
+        Command::HelpProperties => {
+            app::print_properties_help();
+            Ok(true)
+        }
+        Command::Ycsb(a) => app::run_ycsb(a).map(|r| {
+            if r.has_integrity_failures() {
+                eprintln!(
+                    "error: some values did not verify or some input was malformed (see above)"
+                );
+            }
+            !r.has_integrity_failures()
+        }),
+        Command::Compare(c) => compare::run_compare(&c).map(|()| true),
+        Command::GenTrace(g) => tracegen::run_gen_trace(&g).map(|()| true),
+        Command::Plot(p) => plot::run_plot(&p).map(|()| true),
+    });
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(EXIT_FAILURE),
+        Err(e) => {
+            eprintln!("shale-bench: {e}");
+            if e.kind() == ErrorKind::Usage {
+                eprintln!("run `shale-bench -help` for usage");
+            }
+            match e.kind() {
+                ErrorKind::Usage | ErrorKind::Property => ExitCode::from(EXIT_USAGE),
+                _ => ExitCode::from(EXIT_FAILURE),
+            }
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Workloads: what the client threads do.
+//!
+//! A [`Workload`] is built once from the properties and shared by all client threads; each thread
+//! asks it for a [`Client`] holding its own random stream and scratch buffers. A client performs
+//! one operation per [`Client::step`], timing it into the thread's [`Recorder`].
+//!
+//! Workloads:
+//! - `core` ([`core::CoreWorkload`]): YCSB's core workload (A-G and anything else its properties say).
+//! - `mixgraph` ([`mixgraph::MixGraph`]): the Social Graph model of Cao et al. (FAST'20).
+//! - `trace` ([`trace::TraceReplay`]): replay of a Twitter cache trace.
+//!
+//! Errors during a run (a backend failure, a value that does not verify) do not stop the run: the
+//! operation counts as failed and the first [`MAX_REPORTED_ERRORS`] messages go to stderr, as a
+//! benchmark must finish to be useful. A failed verification also makes the process exit non-zero.
+
+pub mod core;
+pub mod mixgraph;
+pub mod trace;
+
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::measure::{OpKind, Recorder};
+use crate::props::{PropSpec, Properties};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Errors printed in full before the rest are only counted.
+pub const MAX_REPORTED_ERRORS: u64 = 10;
+
+/// Default seed of all random streams: runs are repeatable unless `seed` is set.
+pub const DEFAULT_SEED: u64 = 0x5EED_0F_5A1E;
+
+/// The two phases of a YCSB run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Insert the initial records (`-load`).
+    Load,
+    /// The transaction phase (`-run`).
+    Run,
+}
+
+impl Phase {
+    /// `Load` or `Run`, as the final lines spell it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Load => "Load",
+            Phase::Run => "Run",
+        }
+    }
+}
+
+/// A workload shared by all client threads.
+pub trait Workload: Send + Sync {
+    /// Operations `phase` performs in total (split evenly over the threads). A workload that
+    /// runs dry earlier (a trace) makes [`Client::step`] return false.
+    fn operation_count(&self, phase: Phase) -> u64;
+
+    /// A client for thread `thread` of `phase`.
+    fn client(&self, phase: Phase, thread: usize) -> Box<dyn Client + '_>;
+
+    /// The target rate (operations per second, all threads) `elapsed_secs` into the run phase,
+    /// when the workload shapes its own rate (mixgraph's sine); `None` otherwise.
+    fn rate_at(&self, _elapsed_secs: f64) -> Option<f64> {
+        None
+    }
+}
+
+/// One client thread's view of a workload.
+pub trait Client: Send {
+    /// Performs one operation of the phase the client was made for, recording it into `rec`.
+    /// Returns false when the workload has no operation left.
+    fn step(&mut self, db: &dyn Backend, rec: &mut Recorder) -> bool;
+}
+
+/// Shared error accounting for one run: prints the first errors, counts the rest.
+#[derive(Debug, Default)]
+pub struct ErrorLog {
+    reported: AtomicU64,
+}
+
+impl ErrorLog {
+    /// Reports one failed operation.
+    pub fn report(&self, message: &str) {
+        let n = self.reported.fetch_add(1, Ordering::Relaxed);
+        if n < MAX_REPORTED_ERRORS {
+            eprintln!("error: {message}");
+        } else if n == MAX_REPORTED_ERRORS {
+            eprintln!("error: more errors follow; only their count is reported");
+        }
+    }
+
+    /// Errors reported so far.
+    pub fn count(&self) -> u64 {
+        self.reported.load(Ordering::Relaxed)
+    }
+}
+
+/// Runs `op` and measures how long it took.
+pub(crate) fn time_op<T>(op: impl FnOnce() -> Result<T>) -> (Result<T>, Duration) {
+    let start = Instant::now();
+    let result = op();
+    (result, start.elapsed())
+}
+
+/// Records a finished operation of `kind` that took `latency`: successful when `outcome` is
+/// `Ok`, otherwise failed and reported (a `Verify` error also counts as a verification failure).
+pub(crate) fn finish(
+    rec: &mut Recorder,
+    log: &ErrorLog,
+    kind: OpKind,
+    latency: Duration,
+    outcome: Result<()>,
+) {
+    rec.record(kind, latency, outcome.is_ok());
+    if let Err(e) = outcome {
+        if e.kind() == crate::error::ErrorKind::Verify {
+            rec.record_verify_failure();
+        }
+        log.report(&format!("{}: {e}", kind.name()));
+    }
+}
+
+/// Names of the workloads, for `workload=`.
+pub const WORKLOAD_NAMES: [&str; 3] = ["core", "mixgraph", "trace"];
+
+/// Resolves the `workload` property: `core` (also YCSB's Java class names for the core
+/// workload), `mixgraph` or `trace`.
+///
+/// # Errors
+/// `Property` for anything else.
+pub fn workload_kind(props: &Properties) -> Result<&'static str> {
+    let v = props.get_str("workload", "core");
+    if v.ends_with("CoreWorkload") || v == "core" {
+        return Ok("core");
+    }
+    WORKLOAD_NAMES.iter().copied().find(|n| *n == v).ok_or_else(|| {
+        Error::property(format!(
+            "bad value for property workload: '{v}' is not one of: {} (or site.ycsb.workloads.CoreWorkload)",
+            WORKLOAD_NAMES.join(", ")
+        ))
+    })
+}
+
+/// The property table of workload `kind`.
+pub fn workload_props(kind: &str) -> &'static [PropSpec] {
+    match kind {
+        "mixgraph" => mixgraph::PROPS,
+        "trace" => trace::PROPS,
+        _ => core::PROPS,
+    }
+}
+
+/// Builds the workload the properties describe.
+///
+/// # Errors
+/// `Property` for bad workload properties, `Io`/`Input` for an unreadable trace.
+pub fn build_workload(
+    props: &Properties,
+    phases: (bool, bool),
+    log: &std::sync::Arc<ErrorLog>,
+) -> Result<Box<dyn Workload>> {
+    let seed = props.get_u64("seed", DEFAULT_SEED)?;
+    let verify = props.get_bool("verify", false)?;
+    let ctx = Context {
+        seed,
+        verify,
+        log: std::sync::Arc::clone(log),
+    };
+    Ok(match workload_kind(props)? {
+        "mixgraph" => Box::new(mixgraph::MixGraph::new(props, ctx)?),
+        "trace" => Box::new(trace::TraceReplay::new(props, ctx, phases.0)?),
+        _ => Box::new(core::CoreWorkload::new(props, ctx)?),
+    })
+}
+
+/// What every workload needs besides its own properties.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// Seed of every random stream.
+    pub seed: u64,
+    /// Check values read against what was written.
+    pub verify: bool,
+    /// Where failures are reported.
+    pub log: std::sync::Arc<ErrorLog>,
+}
+
+impl Context {
+    /// The seed of thread `thread` in `phase`: independent streams per thread and phase.
+    pub fn thread_seed(&self, phase: Phase, thread: usize) -> u64 {
+        let tag = match phase {
+            Phase::Load => 0x4C4F_4144u64,
+            Phase::Run => 0x5255_4E00u64,
+        };
+        crate::rng::mix64(self.seed ^ crate::rng::mix64(tag.wrapping_mul(1 + thread as u64)))
+    }
+}
