@@ -186,7 +186,7 @@ pub fn run_ycsb(args: YcsbArgs) -> Result<RunReport> {
         &["hdrhistogram", "basic", "histogram", "timeseries"],
     )?;
 
-    let log = Arc::new(ErrorLog::default());
+    let log = Arc::new(ErrorLog::new(props.get_bool("verify", false)?));
     let workload = build_workload(&props, (do_load, do_run), &log)?;
     let db = open_backend(&db_name, &props)?;
 

@@ -42,10 +42,6 @@ impl FjallBackend {
             builder = builder
                 .worker_threads(props.get_u64_in("fjall.worker_threads", 1, 1, 1024)? as usize);
         }
-        if props.contains("fjall.max_write_buffer_size") {
-            builder = builder
-                .max_write_buffer_size(Some(props.get_u64("fjall.max_write_buffer_size", 0)?));
-        }
         let db = builder
             .open()
             .map_err(|e| Error::backend(format!("cannot open fjall at {}: {e}", dir.display())))?;

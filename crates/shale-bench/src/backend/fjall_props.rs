@@ -24,11 +24,6 @@ pub(super) static PROPS: &[PropSpec] = &[
         "background flush and compaction threads (fjall's default when unset)",
     ),
     PropSpec::new(
-        "fjall.max_write_buffer_size",
-        "",
-        "bytes of all memtables before writes stall (fjall's default when unset)",
-    ),
-    PropSpec::new(
         "fjall.max_memtable_size",
         "",
         "memtable size of the keyspace (fjall's default when unset)",

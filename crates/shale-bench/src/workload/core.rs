@@ -422,7 +422,7 @@ impl CoreClient<'_> {
     fn not_a_record(&self) -> Error {
         Error::verify(format!(
             "value of {} is not a shale-bench record",
-            String::from_utf8_lossy(&self.key)
+            super::show_key(&self.key)
         ))
     }
 
@@ -451,7 +451,7 @@ impl CoreClient<'_> {
 
     /// Checks a record read for the current key.
     fn verify_record(w: &CoreWorkload, key: &[u8], value: &[u8]) -> Result<()> {
-        let show = || String::from_utf8_lossy(key).into_owned();
+        let show = || super::show_key(key);
         let fields = decode_record(value).ok_or_else(|| {
             Error::verify(format!("value of {} is not a shale-bench record", show()))
         })?;
@@ -576,7 +576,7 @@ impl CoreClient<'_> {
 
 /// The error for a record that should exist but does not.
 pub(crate) fn missing(key: &[u8]) -> Error {
-    Error::verify(format!("{} is missing", String::from_utf8_lossy(key)))
+    Error::verify(format!("{} is missing", super::show_key(key)))
 }
 
 /// Checks that scanned key `k` is at or after `start` and strictly after the previous one.
@@ -584,8 +584,8 @@ pub(crate) fn check_scanned(start: &[u8], prev: &[u8], k: &[u8]) -> Result<()> {
     if k < start || (!prev.is_empty() && k <= prev) {
         return Err(Error::verify(format!(
             "scan from {} returned {} out of order",
-            String::from_utf8_lossy(start),
-            String::from_utf8_lossy(k)
+            super::show_key(start),
+            super::show_key(k)
         )));
     }
     Ok(())

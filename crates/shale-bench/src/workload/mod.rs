@@ -76,9 +76,19 @@ pub trait Client: Send {
 #[derive(Debug, Default)]
 pub struct ErrorLog {
     reported: AtomicU64,
+    verify: bool,
 }
 
 impl ErrorLog {
+    /// A log for a run with (`verify`) or without value verification. Without it, a value that
+    /// is missing or wrong is still a failed operation but not a verification failure.
+    pub fn new(verify: bool) -> ErrorLog {
+        ErrorLog {
+            reported: AtomicU64::new(0),
+            verify,
+        }
+    }
+
     /// Reports one failed operation.
     pub fn report(&self, message: &str) {
         let n = self.reported.fetch_add(1, Ordering::Relaxed);
@@ -113,11 +123,16 @@ pub(crate) fn finish(
 ) {
     rec.record(kind, latency, outcome.is_ok());
     if let Err(e) = outcome {
-        if e.kind() == crate::error::ErrorKind::Verify {
+        if log.verify && e.kind() == crate::error::ErrorKind::Verify {
             rec.record_verify_failure();
         }
         log.report(&format!("{}: {e}", kind.name()));
     }
+}
+
+/// A key as printable text (binary bytes escaped), for messages.
+pub fn show_key(key: &[u8]) -> String {
+    key.escape_ascii().to_string()
 }
 
 /// Names of the workloads, for `workload=`.

@@ -386,7 +386,7 @@ impl TraceClient<'_> {
             if self.w.ctx.verify && !value_matches(v, &self.key, 0) {
                 return Err(Error::verify(format!(
                     "value of {} does not hold the value written",
-                    String::from_utf8_lossy(&self.key)
+                    super::show_key(&self.key)
                 )));
             }
         }
