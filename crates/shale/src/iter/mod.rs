@@ -7,6 +7,26 @@
 //!
 //! Errors: a cursor that hits an error becomes invalid and reports the error from `status()`; callers
 //! check `status()` whenever `valid()` turns false.
+//!
+//! Modules:
+//! - `merge`: [`MergingIterator`], the union of several cursors (memtables, L0 tables, levels).
+//! - `level`: [`LevelIterator`], the concatenation of the non-overlapping tables of one level.
+//! - `db_iter`: [`DbIterator`], the user-facing iterator that resolves versions, tombstones,
+//!   snapshots and bounds on top of a merged cursor.
+
+mod db_iter;
+mod level;
+mod merge;
+#[cfg(test)]
+mod tests;
+
+pub use db_iter::{prefix_upper_bound, DbIterator};
+#[allow(unused_imports)] // used by the read path as it lands
+pub(crate) use db_iter::{BlobResolver, SourceFactory, MAX_SEQUENTIAL_SKIP};
+#[allow(unused_imports)] // used by the read path as it lands
+pub(crate) use level::{LevelFile, LevelIterator, OpenFile};
+#[allow(unused_imports)] // used by the read path as it lands
+pub(crate) use merge::MergingIterator;
 
 use crate::error::Result;
 
