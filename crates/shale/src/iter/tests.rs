@@ -1116,3 +1116,11 @@ proptest! {
         prop_assert_eq!(in_range, key.starts_with(&prefix));
     }
 }
+
+#[test]
+fn db_iterator_can_move_to_another_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<DbIterator>();
+    assert_send::<MergingIterator>();
+    assert_send::<LevelIterator>();
+}
