@@ -168,12 +168,24 @@ impl Backend for ShaleBackend {
     fn statistics(&self) -> Result<Statistics> {
         let st = self.db.stats();
         let mut s = Statistics::default();
-        s.set(COMPACT_READ_STAT, st.compaction_read_bytes);
-        s.set(COMPACT_WRITE_STAT, st.compaction_write_bytes);
+        s.set(COMPACT_READ_STAT, st.compaction_bytes_read);
+        s.set(COMPACT_WRITE_STAT, st.compaction_bytes_written);
         s.set(STALL_MICROS_STAT, st.stall_micros);
-        s.set("shale.user.bytes.written", st.user_bytes_written);
-        s.set("shale.wal.bytes.written", st.wal_bytes_written);
-        s.set("shale.flush.bytes.written", st.flush_bytes_written);
+        s.set("rocksdb.bytes.written", st.user_bytes_written);
+        s.set("rocksdb.wal.bytes", st.wal_bytes_written);
+        s.set("rocksdb.wal.synced", st.wal_syncs);
+        s.set("rocksdb.flush.write.bytes", st.flush_bytes_written);
+        s.set("rocksdb.block.cache.hit", st.block_cache_hits);
+        s.set("rocksdb.block.cache.miss", st.block_cache_misses);
+        s.set("shale.flushes", st.flushes);
+        s.set("shale.compactions", st.compactions);
+        s.set("shale.trivial.moves", st.trivial_moves);
+        s.set("shale.stop.micros", st.stop_micros);
+        s.set("shale.live.data.bytes", st.live_data_bytes);
+        s.set("shale.on.disk.bytes", st.on_disk_bytes);
+        for (level, files) in st.files_per_level.iter().enumerate() {
+            s.set(format!("shale.files.l{level}"), *files as u64);
+        }
         s.set(DISK_USAGE_STAT, dir_size(&self.dir)?);
         Ok(s)
     }
