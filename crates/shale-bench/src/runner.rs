@@ -357,7 +357,7 @@ mod tests {
         assert_eq!(
             status_line(
                 "2024-02-29 09:57:35",
-                Duration::from_millis(3438_900),
+                Duration::from_millis(3_438_900),
                 "0 operations;"
             ),
             "2024-02-29 09:57:35 3438 sec: 0 operations;"

@@ -95,7 +95,7 @@ impl ValueDist {
             ValueDist::Uniform(a, b) => rng.between(u64::from(a), u64::from(b)) as u32,
             ValueDist::Pareto(t, k, s, max) => {
                 let x = pareto_inverse(rng.next_f64_open0(), t, k, s).ceil();
-                if !(x >= 1.0) {
+                if x.is_nan() || x < 1.0 {
                     1
                 } else if x > f64::from(max) {
                     ((x as u64) % u64::from(max)).max(1) as u32

@@ -12,15 +12,39 @@ fn shale_loads_runs_and_verifies_a_few_thousand_records() {
         let out = Command::new(env!("CARGO_BIN_EXE_shale-bench"))
             .args(["-load", "-run", "-db", "shale", "-P"])
             .arg(workloads.join(w))
-            .args(["-p", "recordcount=3000", "-p", "operationcount=3000", "-p", "verify=true", "-p", "maxscanlength=20"])
-            .args(["-p", "shale.write_buffer_size=262144", "-p", "shale.destroy=true", "-threads", "2", "-statistics"])
+            .args([
+                "-p",
+                "recordcount=3000",
+                "-p",
+                "operationcount=3000",
+                "-p",
+                "verify=true",
+                "-p",
+                "maxscanlength=20",
+            ])
+            .args([
+                "-p",
+                "shale.write_buffer_size=262144",
+                "-p",
+                "shale.destroy=true",
+                "-threads",
+                "2",
+                "-statistics",
+            ])
             .arg("-p")
             .arg(format!("shale.dbname={}", dir.path().join(w).display()))
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{w}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{w}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(stdout.contains("Run operations fail(ops): 0"), "{stdout}");
-        assert!(stdout.contains("rocksdb.compact.write.bytes COUNT : "), "{stdout}");
+        assert!(
+            stdout.contains("rocksdb.compact.write.bytes COUNT : "),
+            "{stdout}"
+        );
     }
 }

@@ -107,7 +107,7 @@ pub fn pareto_inverse(u: f64, theta: f64, k: f64, sigma: f64) -> f64 {
 /// Folds a Pareto draw into `floor..=max` (see the module documentation).
 fn fold(x: f64, floor: u64, max: u64) -> u64 {
     let v = x.ceil();
-    if !(v >= 1.0) {
+    if v.is_nan() || v < 1.0 {
         return floor;
     }
     let v = if v >= u64::MAX as f64 {
@@ -158,7 +158,7 @@ impl KeyRanges {
             })
             .collect();
         let total: f64 = ranges.iter().map(|r| r.1).sum();
-        if !(total > 0.0) {
+        if total.is_nan() || total <= 0.0 {
             return Err(Error::property(
                 "keyrange_dist_a..d give every key range a zero weight",
             ));

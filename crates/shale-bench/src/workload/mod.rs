@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 pub const MAX_REPORTED_ERRORS: u64 = 10;
 
 /// Default seed of all random streams: runs are repeatable unless `seed` is set.
-pub const DEFAULT_SEED: u64 = 0x5EED_0F_5A1E;
+pub const DEFAULT_SEED: u64 = 0x005E_ED0F_5A1E;
 
 /// The two phases of a YCSB run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
