@@ -8,9 +8,6 @@ use super::format::{
 };
 use super::{Limits, MegaKvError};
 
-/// Most job slots reserved up front for a batch; more are allocated as jobs actually arrive.
-const JOBS_PREALLOC_MAX: usize = 1024;
-
 /// One job of a batch.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Job {
@@ -118,9 +115,6 @@ fn scan(
             return Err(MegaKvError::TooManyJobs {
                 max: limits.max_jobs,
             });
-        }
-        if spans.is_empty() {
-            spans.reserve(limits.max_jobs.min(JOBS_PREALLOC_MAX));
         }
         let Some(key_len) = read_u16(buf, at + JOB_TYPE_LEN) else {
             return Ok(None);

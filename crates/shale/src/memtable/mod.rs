@@ -49,3 +49,10 @@ pub trait Memtable: Send + Sync {
         self.len() == 0
     }
 }
+
+/// A new, empty memtable of the kind `options` asks for.
+pub(crate) fn new_memtable(options: &crate::Options) -> Arc<dyn Memtable> {
+    match options.memtable {
+        crate::MemtableKind::SkipList => Arc::new(SkipListMemtable::new()),
+    }
+}

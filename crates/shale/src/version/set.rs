@@ -18,8 +18,7 @@ use crate::error::{Error, ErrorKind, IoContext, Result};
 use crate::filename;
 use crate::fs::Fs;
 use crate::key::SeqNo;
-use crate::wal::{LogReader, LogWriter};
-use crate::WalRecovery;
+use crate::wal::{LogReader, LogWriter, TailPolicy};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
@@ -87,10 +86,9 @@ impl VersionSet {
         let mut last_seq = None;
         let mut log_number = None;
         let mut compact_pointers = vec![Vec::new(); num_levels];
-        let mut reader = LogReader::new(data, manifest_path.clone(), WalRecovery::TolerateTornTail);
+        let mut reader = LogReader::new(data, manifest_path.clone(), TailPolicy::CutTornTailOnly);
         let mut records = 0u64;
-        while let Some(record) = reader.next_record()? {
-            let offset = reader.record_offset();
+        while let Some((offset, record)) = reader.next_record()? {
             let edit = VersionEdit::decode(record).map_err(|e| Error::corruption(&manifest_path, offset, e))?;
             if let Some(level) = edit.new_files.iter().map(|(l, _)| *l).chain(edit.deleted_files.iter().map(|(l, _)| *l)).find(|&l| l >= num_levels) {
                 return Err(Error::corruption(

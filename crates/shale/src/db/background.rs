@@ -1,0 +1,373 @@
+//! Background work: flushes, compactions, and removal of obsolete files.
+//!
+//! `Options::background_threads` workers share one loop: a flush first (oldest sealed memtable; one
+//! at a time, so flushes install in WAL order), otherwise a compaction chosen by the picker among
+//! files no other compaction holds. With two or more threads at most `threads - 1` compactions run
+//! at once, so a thread is always free for a flush.
+//!
+//! Work is done with the state lock released; only picking and installing hold it. A failed flush
+//! or compaction removes its partial outputs and poisons the database: writes stop rather than pile
+//! up behind work that cannot finish. Reopening the database recovers from the WAL and MANIFEST.
+
+use super::{DbInner, State};
+use crate::compaction::job::{self, OutputSpec};
+use crate::compaction::picker::{self, CompactionTask, PickerState};
+use crate::compaction::retention::Retention;
+use crate::error::{Error, ErrorKind, Result};
+use crate::filename::{self, FileKind};
+use crate::iter::{InternalIterator, LevelFile, LevelIterator, MergingIterator};
+use crate::key::SeqNo;
+use crate::memtable::Memtable;
+use crate::version::edit::{FileMeta, VersionEdit};
+use crate::version::version::Version;
+use parking_lot::MutexGuard;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often an idle worker wakes up to re-check for work even without a signal.
+const IDLE_WAKEUP: Duration = Duration::from_secs(1);
+/// How often `flush` and `compact_range` re-check while waiting.
+const WAIT_RECHECK: Duration = Duration::from_millis(100);
+
+/// Starts the background workers.
+pub(crate) fn start(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
+    (0..inner.options.background_threads)
+        .map(|i| {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name(format!("shale-bg-{i}"))
+                .spawn(move || worker(&inner))
+                .map_err(|e| Error::io(e, "start a background thread"))
+        })
+        .collect()
+}
+
+fn max_compactions(inner: &DbInner) -> usize {
+    inner.options.background_threads.saturating_sub(1).max(1)
+}
+
+fn worker(inner: &Arc<DbInner>) {
+    let mut state = inner.state.lock();
+    loop {
+        if inner.closed.load(Ordering::Acquire) {
+            return;
+        }
+        if inner.poisoned.load(Ordering::Acquire) {
+            inner.bg_cv.wait_for(&mut state, IDLE_WAKEUP);
+            continue;
+        }
+        if !state.flush_running && !state.sealed.is_empty() {
+            state.flush_running = true;
+            let result = flush_oldest(inner, &mut state);
+            state.flush_running = false;
+            finish_job(inner, result);
+            continue;
+        }
+        if state.compactions_running < max_compactions(inner) && state.manual_waiting == 0 {
+            let version = state.versions.current();
+            let task = picker::pick(&PickerState { version: &version, options: &inner.options, busy: &state.busy });
+            if let Some(task) = task {
+                let result = run_compaction(inner, &mut state, task);
+                finish_job(inner, result);
+                continue;
+            }
+        }
+        inner.bg_cv.wait_for(&mut state, IDLE_WAKEUP);
+    }
+}
+
+fn finish_job(inner: &DbInner, result: Result<()>) {
+    if let Err(e) = result {
+        if !(e.kind() == ErrorKind::Closed && inner.closed.load(Ordering::Acquire)) {
+            inner.set_poison(e);
+        }
+    }
+    inner.bg_cv.notify_all();
+}
+
+/// Flushes the oldest sealed memtable into an L0 SST and installs it.
+fn flush_oldest(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<()> {
+    let Some(sealed) = state.sealed.front() else { return Ok(()) };
+    let mem = sealed.mem.clone();
+    let number = state.versions.new_file_number();
+    state.pending_outputs.insert(number);
+    let snapshots: Vec<SeqNo> = state.snapshots.keys().copied().collect();
+
+    let result = MutexGuard::unlocked(state, || write_level0(inner, mem, number, snapshots));
+    let outcome = result.and_then(|meta| {
+        let mut edit = VersionEdit::default();
+        let bytes = meta.as_ref().map_or(0, |m| m.file_size);
+        if let Some(meta) = meta {
+            edit.new_files.push((0, meta));
+        }
+        edit.log_number = Some(state.sealed.get(1).map_or(state.mem_wal, |s| s.wal));
+        let visible = inner.visible_seq.load(Ordering::Acquire).max(state.versions.last_seq());
+        state.versions.set_last_seq(visible);
+        state.versions.log_and_apply(edit)?;
+        Ok(bytes)
+    });
+    state.pending_outputs.remove(&number);
+    let bytes = match outcome {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            let _ = inner.fs.remove_file(&filename::table(&inner.dir, number));
+            return Err(e);
+        }
+    };
+    state.sealed.pop_front();
+    inner.install_super_version(state);
+    inner.counters.flush_bytes_written.fetch_add(bytes, Ordering::Relaxed);
+    inner.counters.flushes.fetch_add(1, Ordering::Relaxed);
+    delete_obsolete_files(inner, state);
+    Ok(())
+}
+
+/// Writes a memtable to the L0 SST `number`. `None` when nothing survives (an empty memtable).
+pub(crate) fn write_level0(
+    inner: &DbInner,
+    mem: Arc<dyn Memtable>,
+    number: u64,
+    snapshots: Vec<SeqNo>,
+) -> Result<Option<FileMeta>> {
+    if mem.is_empty() {
+        return Ok(None);
+    }
+    let mut input = mem.iter();
+    let mut retention = Retention::new(snapshots);
+    let spec = OutputSpec {
+        dir: &inner.dir,
+        fs: &inner.fs,
+        options: &inner.options,
+        output_level: 0,
+        split: false,
+        grandparents: &[],
+    };
+    let mut once = Some(number);
+    let mut next_number = || once.take().expect("a flush writes one file");
+    let (mut outputs, _) =
+        job::write_tables(&mut *input, &mut retention, &|_| false, &spec, &mut next_number, &inner.closed)?;
+    sync_dir(inner)?;
+    Ok(outputs.pop())
+}
+
+fn sync_dir(inner: &DbInner) -> Result<()> {
+    inner.fs.sync_dir(&inner.dir).map_err(|e| Error::io(e, format!("sync directory {}", inner.dir.display())))
+}
+
+/// Runs `task` and installs its result. Marks its inputs busy for the duration.
+fn run_compaction(inner: &DbInner, state: &mut MutexGuard<'_, State>, task: CompactionTask) -> Result<()> {
+    if task.trivial_move {
+        let edit = picker::result_edit(&task, Vec::new());
+        state.versions.log_and_apply(edit)?;
+        inner.install_super_version(state);
+        inner.counters.trivial_moves.fetch_add(1, Ordering::Relaxed);
+        return Ok(());
+    }
+    let inputs: Vec<u64> = task.all_inputs().map(|f| f.number).collect();
+    state.busy.extend(inputs.iter().copied());
+    state.compactions_running += 1;
+    let snapshots: Vec<SeqNo> = state.snapshots.keys().copied().collect();
+    let version = state.versions.current();
+
+    let mut allocated = Vec::new();
+    let result = MutexGuard::unlocked(state, || compact(inner, &task, &version, snapshots, &mut allocated));
+    let outcome = result.and_then(|(outputs, written)| {
+        state.versions.log_and_apply(picker::result_edit(&task, outputs))?;
+        Ok(written)
+    });
+    for n in &inputs {
+        state.busy.remove(n);
+    }
+    state.compactions_running -= 1;
+    for n in &allocated {
+        state.pending_outputs.remove(n);
+    }
+    let written = match outcome {
+        Ok(written) => written,
+        Err(e) => {
+            for n in &allocated {
+                let _ = inner.fs.remove_file(&filename::table(&inner.dir, *n));
+            }
+            return Err(e);
+        }
+    };
+    inner.install_super_version(state);
+    let c = &inner.counters;
+    c.compaction_bytes_read.fetch_add(task.input_bytes(), Ordering::Relaxed);
+    c.compaction_bytes_written.fetch_add(written, Ordering::Relaxed);
+    c.compactions.fetch_add(1, Ordering::Relaxed);
+    delete_obsolete_files(inner, state);
+    Ok(())
+}
+
+/// The I/O of a compaction: merge the inputs and write the outputs. Runs without the state lock.
+/// Numbers of the output files are pushed to `allocated` (registered as pending outputs).
+fn compact(
+    inner: &DbInner,
+    task: &CompactionTask,
+    version: &Version,
+    snapshots: Vec<SeqNo>,
+    allocated: &mut Vec<u64>,
+) -> Result<(Vec<FileMeta>, u64)> {
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    if task.level == 0 {
+        for f in &task.inputs {
+            children.push(Box::new(inner.table_cache.get(f.number)?.iter(false)));
+        }
+    } else {
+        children.push(level_iterator(inner, &task.inputs));
+    }
+    if !task.next_inputs.is_empty() {
+        children.push(level_iterator(inner, &task.next_inputs));
+    }
+    let mut input = MergingIterator::new(children);
+    let mut retention = Retention::new(snapshots);
+    let output_level = task.output_level;
+    let absent = |key: &[u8]| version.key_absent_below(output_level, key);
+    let spec = OutputSpec {
+        dir: &inner.dir,
+        fs: &inner.fs,
+        options: &inner.options,
+        output_level,
+        split: true,
+        grandparents: &task.grandparents,
+    };
+    let mut next_number = || {
+        let mut state = inner.state.lock();
+        let n = state.versions.new_file_number();
+        state.pending_outputs.insert(n);
+        allocated.push(n);
+        n
+    };
+    let (outputs, stats) =
+        job::write_tables(&mut input, &mut retention, &absent, &spec, &mut next_number, &inner.closed)?;
+    sync_dir(inner)?;
+    Ok((outputs, stats.bytes_written))
+}
+
+/// A cursor over sorted, non-overlapping files, opening each through the table cache.
+fn level_iterator(inner: &DbInner, files: &[Arc<FileMeta>]) -> Box<dyn InternalIterator> {
+    let files: Vec<LevelFile> = files
+        .iter()
+        .map(|f| LevelFile { smallest: f.smallest.clone(), largest: f.largest.clone(), number: f.number })
+        .collect();
+    let cache = inner.table_cache.clone();
+    Box::new(LevelIterator::new(
+        files.into(),
+        Arc::new(move |number| Ok(Box::new(cache.get(number)?.iter(false)) as Box<dyn InternalIterator>)),
+    ))
+}
+
+/// Removes files no version, reader or running job needs: old SSTs, WALs below the log number,
+/// MANIFESTs other than the current one.
+pub(crate) fn delete_obsolete_files(inner: &DbInner, state: &mut MutexGuard<'_, State>) {
+    // List first, then decide under the lock: a file created after the listing is not in it, and a
+    // file in the listing that is still needed is live or pending by the time we decide.
+    let names = match MutexGuard::unlocked(state, || inner.fs.list_dir(&inner.dir)) {
+        Ok(names) => names,
+        Err(e) => {
+            tracing::warn!(error = %e, "listing the database directory failed; obsolete files stay for now");
+            return;
+        }
+    };
+    let mut live = state.versions.live_files();
+    live.extend(state.pending_outputs.iter().copied());
+    let log_number = state.versions.log_number();
+    let manifest = state.versions.manifest_number();
+    let doomed: Vec<(String, Option<u64>)> = names
+        .into_iter()
+        .filter_map(|name| match filename::parse(&name)? {
+            FileKind::Table(n) if !live.contains(&n) => Some((name, Some(n))),
+            FileKind::Wal(n) if n < log_number => Some((name, None)),
+            FileKind::Manifest(n) if Some(n) != manifest => Some((name, None)),
+            _ => None,
+        })
+        .collect();
+    if doomed.is_empty() {
+        return;
+    }
+    MutexGuard::unlocked(state, || {
+        for (name, table) in doomed {
+            if let Some(n) = table {
+                inner.table_cache.evict(n);
+            }
+            if let Err(e) = inner.fs.remove_file(&inner.dir.join(&name)) {
+                tracing::warn!(file = %name, error = %e, "removing an obsolete file failed");
+            }
+        }
+    });
+}
+
+/// Seals the active memtable (if it holds anything) and waits until every memtable sealed so far
+/// is flushed.
+pub(crate) fn flush_all(inner: &DbInner) -> Result<()> {
+    inner.check_open()?;
+    if let Some(e) = inner.poison_error() {
+        return Err(e);
+    }
+    let target_wal = {
+        let mut wal = inner.wal.lock();
+        let mut state = inner.state.lock();
+        if !wal.mem.is_empty() {
+            super::write::switch_memtable(inner, &mut wal, &mut state)?;
+        }
+        match state.sealed.back() {
+            Some(s) => s.wal,
+            None => return Ok(()),
+        }
+    };
+    let mut state = inner.state.lock();
+    inner.bg_cv.notify_all();
+    while state.sealed.front().is_some_and(|s| s.wal <= target_wal) {
+        inner.check_open()?;
+        if let Some(e) = inner.poison_error() {
+            return Err(e);
+        }
+        inner.bg_cv.wait_for(&mut state, WAIT_RECHECK);
+    }
+    Ok(())
+}
+
+/// Compacts the files overlapping `[lo, hi]` level by level, from L0 down to the deepest level
+/// holding any of them.
+pub(crate) fn compact_range(inner: &DbInner, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Result<()> {
+    let deepest = {
+        let version = inner.state.lock().versions.current();
+        (1..version.num_levels()).filter(|&l| !version.overlapping_files(l, lo, hi).is_empty()).max().unwrap_or(1)
+    };
+    for level in 0..deepest {
+        let mut state = inner.state.lock();
+        state.manual_waiting += 1;
+        let result = loop {
+            if let Err(e) = inner.check_open() {
+                break Err(e);
+            }
+            if let Some(e) = inner.poison_error() {
+                break Err(e);
+            }
+            let version = state.versions.current();
+            if version.overlapping_files(level, lo, hi).is_empty() {
+                break Ok(());
+            }
+            let picked = picker::pick_manual(&PickerState { version: &version, options: &inner.options, busy: &state.busy }, level, lo, hi);
+            match picked {
+                Some(task) => break run_compaction(inner, &mut state, task),
+                None => {
+                    inner.bg_cv.wait_for(&mut state, WAIT_RECHECK);
+                }
+            }
+        };
+        state.manual_waiting -= 1;
+        inner.bg_cv.notify_all();
+        drop(state);
+        if let Err(e) = result {
+            if e.kind() != ErrorKind::Closed {
+                inner.set_poison(e.clone());
+            }
+            return Err(e);
+        }
+    }
+    Ok(())
+}

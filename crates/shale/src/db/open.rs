@@ -1,0 +1,209 @@
+//! Opening a database: the directory lock, the MANIFEST, WAL replay, and a clean starting state.
+//!
+//! Recovery order:
+//! 1. take `LOCK`; read `CURRENT` and rebuild the version from the MANIFEST (or create both);
+//! 2. check that every SST the version names exists;
+//! 3. replay the WALs numbered at or above the version's log number, oldest first, into memtables,
+//!    writing each full memtable (and the last one) to an L0 SST;
+//! 4. start a new WAL and a new MANIFEST whose first record is a snapshot of the recovered version;
+//! 5. remove files nothing refers to (old WALs, SSTs of unfinished jobs, temporaries, old MANIFESTs).
+//!
+//! After step 4 the old WALs are no longer needed: their contents are in SSTs named by the new
+//! MANIFEST, which is synced and current before they are deleted.
+
+use super::write::WalState;
+use super::{background, DbInner, State, SuperVersion};
+use crate::batch::WriteBatch;
+use crate::cache::BlockCache;
+use crate::error::{Error, ErrorKind, IoContext, Result};
+use crate::filename::{self, FileKind};
+use crate::key::SeqNo;
+use crate::memtable::{self, Memtable};
+use crate::options::Options;
+use crate::table_cache::TableCache;
+use crate::version::edit::VersionEdit;
+use crate::version::set::VersionSet;
+use crate::wal::{LogReader, LogWriter};
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
+    options.validate()?;
+    let fs = options.fs.clone();
+    let current_exists = fs.exists(&filename::current(dir));
+    if !current_exists && !options.create_if_missing {
+        return Err(Error::invalid_argument(format!(
+            "no database at {} and create_if_missing is false",
+            dir.display()
+        )));
+    }
+    if current_exists && options.error_if_exists {
+        return Err(Error::invalid_argument(format!("a database already exists at {}", dir.display())));
+    }
+    fs.create_dir_all(dir).ctx(|| format!("create directory {}", dir.display()))?;
+    let lock = fs.lock(&filename::lock(dir)).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            Error::new(
+                ErrorKind::Busy,
+                format!("database {} is locked: another process or handle has it open", dir.display()),
+            )
+        } else {
+            Error::io(e, format!("lock {}", filename::lock(dir).display()))
+        }
+    })?;
+
+    let mut versions = if current_exists {
+        VersionSet::recover(dir, fs.clone(), options.num_levels, options.max_manifest_size)?
+    } else {
+        VersionSet::create(dir, fs.clone(), options.num_levels, options.max_manifest_size)?
+    };
+    let names = fs.list_dir(dir).ctx(|| format!("list {}", dir.display()))?;
+    check_tables_exist(dir, &versions, &names)?;
+
+    let block_cache = (options.block_cache_size > 0).then(|| Arc::new(BlockCache::new(options.block_cache_size)));
+    let table_cache = TableCache::new(dir.to_path_buf(), fs.clone(), options.max_open_files, block_cache.clone());
+
+    let mut wals: Vec<u64> = names
+        .iter()
+        .filter_map(|n| match filename::parse(n) {
+            Some(FileKind::Wal(number)) if number >= versions.log_number() => Some(number),
+            _ => None,
+        })
+        .collect();
+    wals.sort_unstable();
+
+    // Replay into L0 SSTs. The inner struct is built first so flush helpers can be reused.
+    let mem = memtable::new_memtable(&options);
+    let wal_number = versions.new_file_number();
+    let wal_path = filename::wal(dir, wal_number);
+    let wal_file = fs.create(&wal_path).ctx(|| format!("create {}", wal_path.display()))?;
+    let last_seq = versions.last_seq();
+    let inner = DbInner {
+        dir: dir.to_path_buf(),
+        options,
+        fs,
+        writers: Mutex::new(Default::default()),
+        wal: Mutex::new(WalState::new(LogWriter::new(wal_file), wal_number, mem.clone(), last_seq)),
+        state: Mutex::new(State {
+            versions,
+            mem: mem.clone(),
+            mem_wal: wal_number,
+            sealed: VecDeque::new(),
+            snapshots: BTreeMap::new(),
+            pending_outputs: HashSet::new(),
+            busy: HashSet::new(),
+            flush_running: false,
+            compactions_running: 0,
+            manual_waiting: 0,
+        }),
+        bg_cv: Condvar::new(),
+        super_version: RwLock::new(Arc::new(SuperVersion {
+            mem,
+            sealed: Vec::new(),
+            version: Arc::new(crate::version::version::Version::empty(1)),
+        })),
+        visible_seq: AtomicU64::new(last_seq),
+        table_cache,
+        block_cache,
+        counters: Default::default(),
+        controller: Default::default(),
+        poison: Mutex::new(None),
+        poisoned: AtomicBool::new(false),
+        closed: AtomicBool::new(false),
+        _lock: lock,
+    };
+
+    let (edit, max_seq) = replay_wals(&inner, &wals)?;
+    {
+        let mut state = inner.state.lock();
+        let mut edit = edit;
+        edit.log_number = Some(wal_number);
+        let seq = max_seq.max(state.versions.last_seq());
+        state.versions.set_last_seq(seq);
+        // After recovery the set has no open MANIFEST, so this writes a fresh one holding a snapshot
+        // that includes the edit; a new database appends the edit to the MANIFEST it just created.
+        state.versions.log_and_apply(edit)?;
+        inner.fs.sync_dir(&inner.dir).ctx(|| format!("sync directory {}", inner.dir.display()))?;
+        inner.wal.lock().last_seq = seq;
+        inner.visible_seq.store(seq, std::sync::atomic::Ordering::Release);
+        inner.install_super_version(&state);
+        remove_temporaries(&inner, &names);
+        background::delete_obsolete_files(&inner, &mut state);
+    }
+    Ok(inner)
+}
+
+/// Every SST the version names must be in the directory; a missing one is corruption.
+fn check_tables_exist(dir: &Path, versions: &VersionSet, names: &[String]) -> Result<()> {
+    let present: HashSet<u64> = names
+        .iter()
+        .filter_map(|n| match filename::parse(n) {
+            Some(FileKind::Table(number)) => Some(number),
+            _ => None,
+        })
+        .collect();
+    if let Some(missing) = versions.current().file_numbers().find(|n| !present.contains(n)) {
+        let manifest = versions.manifest_number().map_or_else(|| "the MANIFEST".to_owned(), filename::manifest_name);
+        return Err(Error::corruption(
+            &filename::table(dir, missing),
+            0,
+            format!("the SST named by {manifest} is missing"),
+        ));
+    }
+    Ok(())
+}
+
+/// Replays `wals` (oldest first) into L0 SSTs. Returns the edit adding them and the largest
+/// sequence number seen.
+fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
+    let mut edit = VersionEdit::default();
+    let mut max_seq: SeqNo = 0;
+    let mut mem: Arc<dyn Memtable> = memtable::new_memtable(&inner.options);
+    for &number in wals {
+        let path = filename::wal(&inner.dir, number);
+        let data = inner.fs.read_all(&path).ctx(|| format!("read {}", path.display()))?;
+        let mut reader = LogReader::new(data, path.clone(), inner.options.wal_recovery);
+        while let Some((offset, record)) = reader.next_record()? {
+            let batch = WriteBatch::from_bytes(record.to_vec()).map_err(|e| Error::corruption(&path, offset, e.message()))?;
+            let mut seq = batch.seq();
+            for entry in batch.iter() {
+                let (kind, key, value) = entry.map_err(|e| Error::corruption(&path, offset, e.message()))?;
+                mem.insert(key, seq, kind, value);
+                max_seq = max_seq.max(seq);
+                seq += 1;
+            }
+            if mem.approximate_bytes() >= inner.options.write_buffer_size {
+                flush_recovered(inner, &mut mem, &mut edit)?;
+            }
+        }
+        if let Some(cut) = reader.tail_cut() {
+            tracing::warn!(file = %path.display(), offset = cut.offset, reason = %cut.reason, "cut a damaged WAL tail");
+        }
+    }
+    flush_recovered(inner, &mut mem, &mut edit)?;
+    Ok((edit, max_seq))
+}
+
+fn flush_recovered(inner: &DbInner, mem: &mut Arc<dyn Memtable>, edit: &mut VersionEdit) -> Result<()> {
+    if mem.is_empty() {
+        return Ok(());
+    }
+    let number = inner.state.lock().versions.new_file_number();
+    let full = std::mem::replace(mem, memtable::new_memtable(&inner.options));
+    if let Some(meta) = background::write_level0(inner, full, number, Vec::new())? {
+        edit.new_files.push((0, meta));
+    }
+    Ok(())
+}
+
+/// Temporary files are leftovers of an interrupted CURRENT update or job.
+fn remove_temporaries(inner: &DbInner, names: &[String]) {
+    for name in names {
+        if matches!(filename::parse(name), Some(FileKind::Temp(_))) || name.ends_with(".dbtmp") {
+            let _ = inner.fs.remove_file(&inner.dir.join(name));
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The read path: point lookups, iterators and statistics.
+//!
+//! A lookup consults the active memtable, the sealed memtables (newest first), the L0 files (newest
+//! first) and then one file per deeper level, and stops at the first entry for the key: the newest
+//! version visible at the read's sequence number.
+
+use super::{DbInner, Stats};
+use crate::compaction::picker;
+use crate::error::{Error, ErrorKind, Result};
+use crate::filename;
+use crate::iter::{DbIterator, InternalIterator, LevelFile, LevelIterator, MergingIterator};
+use crate::key::{parse_internal_key, seek_key, user_key, SeqNo, ValueKind};
+use crate::memtable::MemtableGet;
+use crate::version::edit::FileMeta;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The newest value of `key` visible at `seq`.
+pub(crate) fn get(inner: &DbInner, key: &[u8], seq: SeqNo) -> Result<Option<Vec<u8>>> {
+    let sv = inner.current_super_version();
+    for mem in std::iter::once(&sv.mem).chain(sv.sealed.iter()) {
+        match mem.get(key, seq) {
+            Some(MemtableGet::Found { kind, value, .. }) => return value_of(kind, value, || "a memtable".to_owned()),
+            Some(MemtableGet::Deleted { .. }) => return Ok(None),
+            None => {}
+        }
+    }
+    let target = seek_key(key, seq);
+    let version = &sv.version;
+    for f in &version.levels[0] {
+        if user_key(&f.smallest) <= key && key <= user_key(&f.largest) {
+            if let Some(found) = table_get(inner, f, &target)? {
+                return Ok(found);
+            }
+        }
+    }
+    for level in 1..version.num_levels() {
+        if let Some(f) = version.file_for_key(level, &target) {
+            if let Some(found) = table_get(inner, f, &target)? {
+                return Ok(found);
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Looks `target` up in one SST: `Some(value or None-for-deleted)` when the file decides the key.
+fn table_get(inner: &DbInner, f: &FileMeta, target: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
+    let table = inner.table_cache.get(f.number)?;
+    let Some((ikey, value)) = table.get(target)? else { return Ok(None) };
+    let path = || filename::table(&inner.dir, f.number).display().to_string();
+    let parsed = parse_internal_key(&ikey)
+        .ok_or_else(|| Error::corruption(&filename::table(&inner.dir, f.number), 0, "malformed internal key"))?;
+    match parsed.kind {
+        ValueKind::Deletion => Ok(Some(None)),
+        kind => value_of(kind, value, path).map(Some),
+    }
+}
+
+fn value_of(kind: ValueKind, value: Vec<u8>, source: impl FnOnce() -> String) -> Result<Option<Vec<u8>>> {
+    match kind {
+        ValueKind::Value => Ok(Some(value)),
+        ValueKind::Deletion => Ok(None),
+        ValueKind::BlobRef => Err(Error::new(
+            ErrorKind::NotSupported,
+            format!("{} holds a blob reference, but this build does not read blob files", source()),
+        )),
+    }
+}
+
+/// A cursor that reports `err` and holds nothing.
+struct ErrorIter(Error);
+
+impl InternalIterator for ErrorIter {
+    fn valid(&self) -> bool {
+        false
+    }
+    fn seek_to_first(&mut self) {}
+    fn seek_to_last(&mut self) {}
+    fn seek(&mut self, _: &[u8]) {}
+    fn seek_for_prev(&mut self, _: &[u8]) {}
+    fn next(&mut self) {}
+    fn prev(&mut self) {}
+    fn key(&self) -> &[u8] {
+        &[]
+    }
+    fn value(&self) -> &[u8] {
+        &[]
+    }
+    fn status(&self) -> Result<()> {
+        Err(self.0.clone())
+    }
+}
+
+/// An iterator over `[lo, hi]` at `seq`. `pin` is kept alive as long as the iterator.
+pub(crate) fn iterator(
+    inner: &Arc<DbInner>,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    seq: SeqNo,
+    pin: Box<dyn std::any::Any + Send>,
+) -> DbIterator {
+    let closed = inner.check_open().err();
+    let sv = inner.current_super_version();
+    let cache = inner.table_cache.clone();
+    let source_sv = sv.clone();
+    let (range_lo, range_hi) = (user_bound(&lo), user_bound(&hi));
+    let make_source = move || -> Box<dyn InternalIterator> {
+        if let Some(e) = &closed {
+            return Box::new(ErrorIter(e.clone()));
+        }
+        let sv = &source_sv;
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::with_capacity(2 + sv.sealed.len() + sv.version.num_levels());
+        children.push(sv.mem.clone().iter());
+        children.extend(sv.sealed.iter().map(|m| m.clone().iter()));
+        for f in &sv.version.levels[0] {
+            if !overlaps(f, range_lo.as_deref(), range_hi.as_deref()) {
+                continue;
+            }
+            match cache.get(f.number) {
+                Ok(table) => children.push(Box::new(table.iter(true))),
+                Err(e) => children.push(Box::new(ErrorIter(e))),
+            }
+        }
+        for files in sv.version.levels.iter().skip(1).filter(|files| !files.is_empty()) {
+            let files: Vec<LevelFile> = files
+                .iter()
+                .filter(|f| overlaps(f, range_lo.as_deref(), range_hi.as_deref()))
+                .map(|f| LevelFile { smallest: f.smallest.clone(), largest: f.largest.clone(), number: f.number })
+                .collect();
+            if files.is_empty() {
+                continue;
+            }
+            let cache = cache.clone();
+            children.push(Box::new(LevelIterator::new(
+                files.into(),
+                Arc::new(move |number| Ok(Box::new(cache.get(number)?.iter(true)) as Box<dyn InternalIterator>)),
+            )));
+        }
+        Box::new(MergingIterator::new(children))
+    };
+    DbIterator::new(Box::new(make_source), seq, lo, hi, None, Box::new((sv, pin)))
+}
+
+fn user_bound(b: &Bound<Vec<u8>>) -> Option<Vec<u8>> {
+    match b {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k.clone()),
+        Bound::Unbounded => None,
+    }
+}
+
+fn overlaps(f: &FileMeta, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
+    lo.is_none_or(|lo| user_key(&f.largest) >= lo) && hi.is_none_or(|hi| user_key(&f.smallest) <= hi)
+}
+
+/// Statistics as of now.
+pub(crate) fn stats(inner: &DbInner) -> Stats {
+    let mut s = Stats::default();
+    inner.counters.fill(&mut s);
+    {
+        let state = inner.state.lock();
+        let v = state.versions.current();
+        s.files_per_level = v.levels.iter().map(Vec::len).collect();
+        s.bytes_per_level = (0..v.num_levels()).map(|l| v.level_bytes(l)).collect();
+        s.memtable_bytes = (state.mem.approximate_bytes() + state.sealed.iter().map(|m| m.mem.approximate_bytes()).sum::<usize>()) as u64;
+        s.sealed_memtables = state.sealed.len() as u64;
+        s.pending_compaction_bytes = picker::pending_compaction_bytes(&v, &inner.options);
+        s.live_data_bytes = v.levels.iter().flatten().map(|f| f.raw_key_bytes + f.raw_value_bytes).sum::<u64>() + s.memtable_bytes;
+        s.snapshots = state.snapshots.values().map(|&n| n as u64).sum();
+    }
+    if let Some(cache) = &inner.block_cache {
+        s.block_cache_hits = cache.hits();
+        s.block_cache_misses = cache.misses();
+        s.block_cache_bytes = cache.usage_bytes() as u64;
+    }
+    s.last_sequence = inner.visible_seq.load(Ordering::Acquire);
+    s.on_disk_bytes = inner
+        .fs
+        .list_dir(&inner.dir)
+        .map(|names| {
+            names
+                .iter()
+                .filter(|n| filename::parse(n).is_some())
+                .filter_map(|n| inner.fs.file_size(&inner.dir.join(n)).ok())
+                .sum()
+        })
+        .unwrap_or(0);
+    s
+}

@@ -1,0 +1,82 @@
+//! Snapshots: a consistent read-only view of the database at one sequence number.
+//!
+//! Registering a snapshot tells flushes and compactions to keep the versions it can see. The
+//! registration is released when the last handle (the `Snapshot` or an iterator made from it) drops.
+
+use super::{owned_bounds, read, DbInner};
+use crate::error::Result;
+use crate::iter::DbIterator;
+use crate::key::SeqNo;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+/// A consistent view of the database as of the moment it was taken. Released on drop.
+#[derive(Clone)]
+pub struct Snapshot {
+    handle: Arc<Registration>,
+}
+
+struct Registration {
+    db: Arc<DbInner>,
+    seq: SeqNo,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut state = self.db.state.lock();
+        if let Some(n) = state.snapshots.get_mut(&self.seq) {
+            *n -= 1;
+            if *n == 0 {
+                state.snapshots.remove(&self.seq);
+            }
+        }
+    }
+}
+
+impl Snapshot {
+    pub(crate) fn new(db: Arc<DbInner>) -> Snapshot {
+        let seq = {
+            let mut state = db.state.lock();
+            // Read under the state lock so no compaction can start between reading and registering.
+            let seq = db.visible_seq.load(std::sync::atomic::Ordering::Acquire);
+            *state.snapshots.entry(seq).or_insert(0) += 1;
+            seq
+        };
+        Snapshot { handle: Arc::new(Registration { db, seq }) }
+    }
+
+    /// The sequence number this snapshot reads at.
+    pub fn seq(&self) -> SeqNo {
+        self.handle.seq
+    }
+
+    /// The value of `key` as of the snapshot, or `Ok(None)`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.handle.db.check_open()?;
+        read::get(&self.handle.db, key.as_ref(), self.handle.seq)
+    }
+
+    /// Entries with keys in `range` as of the snapshot; double-ended.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
+        let (lo, hi) = owned_bounds(&range);
+        read::iterator(&self.handle.db, lo, hi, self.handle.seq, Box::new(self.handle.clone()))
+    }
+
+    /// Every entry as of the snapshot; double-ended.
+    pub fn iter(&self) -> DbIterator {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// Entries whose key starts with `prefix`, as of the snapshot; double-ended.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
+        let prefix = prefix.as_ref().to_vec();
+        let hi = crate::iter::prefix_upper_bound(&prefix);
+        read::iterator(&self.handle.db, Bound::Included(prefix), hi, self.handle.seq, Box::new(self.handle.clone()))
+    }
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot").field("seq", &self.handle.seq).finish()
+    }
+}

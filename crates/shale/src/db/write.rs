@@ -1,0 +1,311 @@
+//! The write path: group commit, write stalls and memtable switches.
+//!
+//! Writers enqueue their batch. The writer at the head of the queue is the leader: it takes a group
+//! of queued batches, makes room (backing off under write pressure, sealing a full memtable), appends
+//! the whole group to the WAL as one record, fsyncs once if any member asked for `Sync`, inserts the
+//! entries into the memtable, publishes the new visible sequence number, hands every member its
+//! result and passes leadership to the next queued writer.
+//!
+//! Durability contract: a call returns `Ok` only after its batch is in the WAL (handed to the
+//! operating system) and, for `Durability::Sync`, fsynced. If the append or the fsync fails the
+//! database is poisoned and nothing of the group becomes visible.
+
+use super::stall::Pressure;
+use super::{DbInner, Sealed, State};
+use crate::batch::{WriteBatch, BATCH_HEADER_LEN};
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::key::SeqNo;
+use crate::memtable::{self, Memtable};
+use crate::options::Durability;
+use crate::wal::LogWriter;
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A group grows to at most this many bytes...
+const MAX_GROUP_BYTES: usize = 1 << 20;
+/// ...or, when its first batch is small, to the first batch plus this many, so small writes are not
+/// delayed behind a large group.
+const SMALL_GROUP_EXTRA_BYTES: usize = 128 << 10;
+/// Batches larger than this are rejected (a WAL record holds at most 1 GiB).
+const MAX_BATCH_BYTES: usize = (1 << 30) - (1 << 20);
+/// Write slowdowns sleep once this much delay has accumulated, to keep sleeps coarse.
+const MIN_SLOWDOWN_SLEEP_MICROS: f64 = 1000.0;
+/// A stalled writer re-checks its condition at least this often.
+const STALL_RECHECK: Duration = Duration::from_millis(100);
+
+/// The group-commit queue, under `DbInner::writers`.
+#[derive(Default)]
+pub(crate) struct WriteQueue {
+    queue: VecDeque<Arc<Writer>>,
+    // INVARIANT: true while some writer is leading a group; the next leader is appointed by it.
+    leader_active: bool,
+}
+
+/// One pending write.
+struct Writer {
+    batch: WriteBatch,
+    sync: bool,
+    slot: Mutex<Slot>,
+    cv: Condvar,
+}
+
+enum Slot {
+    Waiting,
+    Leader,
+    Done(Result<()>),
+}
+
+/// The WAL and the active memtable, under `DbInner::wal`.
+pub(crate) struct WalState {
+    pub writer: LogWriter,
+    pub number: u64,
+    pub mem: Arc<dyn Memtable>,
+    /// The last sequence number handed out.
+    pub last_seq: SeqNo,
+    group: WriteBatch,
+    slowdown_debt_micros: f64,
+}
+
+impl WalState {
+    pub(crate) fn new(writer: LogWriter, number: u64, mem: Arc<dyn Memtable>, last_seq: SeqNo) -> WalState {
+        WalState { writer, number, mem, last_seq, group: WriteBatch::new(), slowdown_debt_micros: 0.0 }
+    }
+}
+
+/// Applies `batch` with the given durability (see the module documentation).
+pub(crate) fn write(inner: &Arc<DbInner>, batch: WriteBatch, durability: Durability) -> Result<()> {
+    inner.check_open()?;
+    if let Some(e) = inner.poison_error() {
+        return Err(e);
+    }
+    validate(inner, &batch)?;
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let me = Arc::new(Writer {
+        batch,
+        sync: durability == Durability::Sync,
+        slot: Mutex::new(Slot::Waiting),
+        cv: Condvar::new(),
+    });
+    {
+        let mut queue = inner.writers.lock();
+        queue.queue.push_back(me.clone());
+        if queue.leader_active {
+            drop(queue);
+            let mut slot = me.slot.lock();
+            loop {
+                match std::mem::replace(&mut *slot, Slot::Waiting) {
+                    Slot::Waiting => me.cv.wait(&mut slot),
+                    Slot::Leader => break,
+                    Slot::Done(result) => return result,
+                }
+            }
+        } else {
+            queue.leader_active = true;
+        }
+    }
+    lead(inner)
+}
+
+fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
+    if batch.encoded_len() > MAX_BATCH_BYTES {
+        return Err(Error::invalid_argument(format!(
+            "write batch of {} bytes exceeds the limit of {MAX_BATCH_BYTES} bytes",
+            batch.encoded_len()
+        )));
+    }
+    let opts = &inner.options;
+    for entry in batch.iter() {
+        let (_, key, value) = entry?;
+        if key.len() > opts.max_key_size {
+            return Err(Error::invalid_argument(format!(
+                "key of {} bytes exceeds max_key_size ({} bytes)",
+                key.len(),
+                opts.max_key_size
+            )));
+        }
+        if value.len() > opts.max_value_size {
+            return Err(Error::invalid_argument(format!(
+                "value of {} bytes exceeds max_value_size ({} bytes)",
+                value.len(),
+                opts.max_value_size
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs as leader: writes a group, completes its members, appoints the next leader.
+fn lead(inner: &Arc<DbInner>) -> Result<()> {
+    let group: Vec<Arc<Writer>> = {
+        let mut queue = inner.writers.lock();
+        let first = queue.queue.front().expect("the leader is queued").batch.encoded_len();
+        let limit = if first <= SMALL_GROUP_EXTRA_BYTES { first + SMALL_GROUP_EXTRA_BYTES } else { MAX_GROUP_BYTES };
+        let mut bytes = 0usize;
+        let mut take = 0usize;
+        for w in &queue.queue {
+            let len = w.batch.encoded_len() - BATCH_HEADER_LEN;
+            if take > 0 && bytes + len > limit.max(first) {
+                break;
+            }
+            bytes += len;
+            take += 1;
+        }
+        queue.queue.drain(..take).collect()
+    };
+    let result = write_group(inner, &group);
+
+    let mut queue = inner.writers.lock();
+    for w in group.iter().skip(1) {
+        *w.slot.lock() = Slot::Done(result.clone());
+        w.cv.notify_one();
+    }
+    match queue.queue.front() {
+        Some(next) => {
+            *next.slot.lock() = Slot::Leader;
+            next.cv.notify_one();
+        }
+        None => queue.leader_active = false,
+    }
+    result
+}
+
+fn write_group(inner: &Arc<DbInner>, group: &[Arc<Writer>]) -> Result<()> {
+    let mut wal = inner.wal.lock();
+    let bytes: usize = group.iter().map(|w| w.batch.encoded_len()).sum();
+    make_room(inner, &mut wal, bytes)?;
+
+    let wal = &mut *wal;
+    wal.group.clear();
+    for w in group {
+        wal.group.append(&w.batch);
+    }
+    let first_seq = wal.last_seq + 1;
+    wal.group.set_seq(first_seq);
+    let sync = group.iter().any(|w| w.sync);
+    let payload = wal.group.as_bytes();
+    let path = || filename::wal(&inner.dir, wal.number).display().to_string();
+    if let Err(e) = wal.writer.add_record(payload).and_then(|()| wal.writer.flush()) {
+        return Err(inner.set_poison(Error::io(e, format!("append to {}", path()))));
+    }
+    if sync {
+        if let Err(e) = wal.writer.sync() {
+            return Err(inner.set_poison(Error::io(e, format!("sync {}", path()))));
+        }
+        inner.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    let mut seq = first_seq;
+    let mut user_bytes = 0u64;
+    for entry in wal.group.iter() {
+        let (kind, key, value) = entry?;
+        wal.mem.insert(key, seq, kind, value);
+        user_bytes += (key.len() + value.len()) as u64;
+        seq += 1;
+    }
+    wal.last_seq = seq - 1;
+    inner.visible_seq.store(wal.last_seq, Ordering::Release);
+
+    let c = &inner.counters;
+    c.wal_bytes_written.fetch_add(payload.len() as u64, Ordering::Relaxed);
+    c.user_bytes_written.fetch_add(user_bytes, Ordering::Relaxed);
+    c.writes.fetch_add(group.len() as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Waits out write pressure and seals a full memtable. Called by the leader with the WAL locked.
+fn make_room(inner: &Arc<DbInner>, wal: &mut WalState, bytes: usize) -> Result<()> {
+    let mut slowed = false;
+    loop {
+        inner.check_open()?;
+        if let Some(e) = inner.poison_error() {
+            return Err(e);
+        }
+        match inner.controller.get() {
+            Pressure::Stop => {
+                let mut state = inner.state.lock();
+                stall(inner, true, |_| inner.controller.get() == Pressure::Stop, &mut state);
+                continue;
+            }
+            Pressure::Slowdown { bytes_per_sec } if !slowed => {
+                slowed = true;
+                wal.slowdown_debt_micros += bytes as f64 * 1e6 / bytes_per_sec as f64;
+                if wal.slowdown_debt_micros >= MIN_SLOWDOWN_SLEEP_MICROS {
+                    let start = Instant::now();
+                    std::thread::sleep(Duration::from_micros(wal.slowdown_debt_micros as u64));
+                    wal.slowdown_debt_micros = 0.0;
+                    let waited = start.elapsed().as_micros() as u64;
+                    inner.counters.stall_micros.fetch_add(waited, Ordering::Relaxed);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        if wal.mem.approximate_bytes() < inner.options.write_buffer_size {
+            return Ok(());
+        }
+        let mut state = inner.state.lock();
+        if state.sealed.len() + 1 >= inner.options.max_write_buffers {
+            let max = inner.options.max_write_buffers;
+            stall(inner, true, |s: &State| s.sealed.len() + 1 >= max, &mut state);
+            continue;
+        }
+        return switch_memtable(inner, wal, &mut state);
+    }
+}
+
+/// Waits on the background condition variable while `blocked` holds, counting the time.
+fn stall(inner: &DbInner, stop: bool, blocked: impl Fn(&State) -> bool, state: &mut parking_lot::MutexGuard<'_, State>) {
+    if !blocked(state) || inner.closed.load(Ordering::Acquire) || inner.poisoned.load(Ordering::Acquire) {
+        return;
+    }
+    let start = Instant::now();
+    inner.bg_cv.notify_all();
+    inner.bg_cv.wait_for(state, STALL_RECHECK);
+    let waited = start.elapsed().as_micros() as u64;
+    inner.counters.stall_micros.fetch_add(waited, Ordering::Relaxed);
+    if stop {
+        inner.counters.stop_micros.fetch_add(waited, Ordering::Relaxed);
+    }
+}
+
+/// Seals the active memtable and starts a new one with a new WAL. Requires the WAL and state locks.
+///
+/// # Errors
+/// `Io` when the new WAL cannot be created (nothing changes; the write can be retried); a `Poisoned`
+/// error when the old WAL cannot be synced.
+pub(crate) fn switch_memtable(inner: &DbInner, wal: &mut WalState, state: &mut State) -> Result<()> {
+    let number = state.versions.new_file_number();
+    let path = filename::wal(&inner.dir, number);
+    let file = inner.fs.create(&path).map_err(|e| Error::io(e, format!("create {}", path.display())))?;
+    inner.fs.sync_dir(&inner.dir).map_err(|e| Error::io(e, format!("sync directory {}", inner.dir.display())))?;
+    // Sync the old WAL first: after a power loss the newer WAL must never hold writes that follow
+    // writes lost from the older one.
+    if let Err(e) = wal.writer.sync() {
+        let old = filename::wal(&inner.dir, wal.number);
+        return Err(inner.set_poison(Error::io(e, format!("sync {}", old.display()))));
+    }
+    let mem = memtable::new_memtable(&inner.options);
+    let old_mem = std::mem::replace(&mut wal.mem, mem.clone());
+    let old_number = std::mem::replace(&mut wal.number, number);
+    wal.writer = LogWriter::new(file);
+    state.sealed.push_back(Sealed { mem: old_mem, wal: old_number });
+    state.mem = mem;
+    state.mem_wal = number;
+    inner.install_super_version(state);
+    inner.bg_cv.notify_all();
+    Ok(())
+}
+
+/// Syncs the WAL at close, so writes made with `Durability::Buffered` survive a power loss after a
+/// clean close.
+pub(crate) fn sync_wal_at_close(inner: &DbInner) -> Result<()> {
+    let mut wal = inner.wal.lock();
+    let path = filename::wal(&inner.dir, wal.number);
+    wal.writer.sync().map_err(|e| Error::io(e, format!("sync {}", path.display())))
+}

@@ -1,0 +1,74 @@
+//! The bytes of one log record. The only module that knows them; see `docs/format/wal.md`.
+//!
+//! ```text
+//! +-------------+-------------+--------------+-----------------+
+//! | header_crc  | length      | payload_crc  | payload         |
+//! | u32 LE      | u32 LE      | u32 LE       | `length` bytes  |
+//! +-------------+-------------+--------------+-----------------+
+//! ```
+//! `header_crc` is the masked CRC32C of bytes 4..12 (length and payload_crc), so a damaged length
+//! is never trusted and a reader can look for the next intact record byte by byte. `payload_crc`
+//! is the masked CRC32C of the payload.
+
+/// Bytes before the payload. Do not change: on-disk format.
+pub(crate) const HEADER_LEN: usize = 12;
+
+/// The largest payload a record can describe.
+pub(crate) const MAX_PAYLOAD_LEN: usize = u32::MAX as usize;
+
+/// Added to rotated CRCs so that a CRC of data that itself holds CRCs is not trivially related to
+/// them (LevelDB's masking). Do not change: on-disk format.
+const MASK_DELTA: u32 = 0xa282_ead8;
+
+/// The stored form of a CRC32C.
+pub(crate) fn mask(crc: u32) -> u32 {
+    crc.rotate_right(15).wrapping_add(MASK_DELTA)
+}
+
+/// The header of a record holding `payload`.
+pub(crate) fn encode_header(payload: &[u8]) -> [u8; HEADER_LEN] {
+    debug_assert!(payload.len() <= MAX_PAYLOAD_LEN);
+    let mut header = [0u8; HEADER_LEN];
+    header[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    header[8..12].copy_from_slice(&mask(crc32c::crc32c(payload)).to_le_bytes());
+    let header_crc = mask(crc32c::crc32c(&header[4..12]));
+    header[0..4].copy_from_slice(&header_crc.to_le_bytes());
+    header
+}
+
+/// What is wrong with the bytes at some offset, when they are not a whole, intact record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Damage {
+    /// The file ends inside the header, or inside the payload an intact header describes: what an
+    /// interrupted append leaves.
+    Truncated,
+    /// The header checksum does not match.
+    BadHeader,
+    /// The header is intact but the payload checksum does not match.
+    BadPayload,
+}
+
+impl Damage {
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Damage::Truncated => "the file ends inside a record",
+            Damage::BadHeader => "record header checksum mismatch",
+            Damage::BadPayload => "record payload checksum mismatch",
+        }
+    }
+}
+
+/// Decodes the record at the start of `data`: the payload's length, or what is wrong.
+pub(crate) fn decode(data: &[u8]) -> Result<usize, Damage> {
+    let header = data.get(..HEADER_LEN).ok_or(Damage::Truncated)?;
+    let word = |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+    if mask(crc32c::crc32c(&header[4..12])) != word(0) {
+        return Err(Damage::BadHeader);
+    }
+    let len = word(4) as usize;
+    let payload = data.get(HEADER_LEN..).and_then(|rest| rest.get(..len)).ok_or(Damage::Truncated)?;
+    if mask(crc32c::crc32c(payload)) != word(8) {
+        return Err(Damage::BadPayload);
+    }
+    Ok(len)
+}
