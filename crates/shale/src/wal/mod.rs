@@ -15,5 +15,5 @@ mod reader;
 mod tests;
 mod writer;
 
-pub(crate) use reader::{LogReader, TailCut, TailPolicy};
+pub(crate) use reader::{fuzz_replay, LogReader, TailPolicy};
 pub(crate) use writer::LogWriter;

@@ -1,5 +1,5 @@
 use super::format::HEADER_LEN;
-use super::reader::fuzz_replay;
+use super::reader::{fuzz_replay, TailCut};
 use super::*;
 use crate::error::ErrorKind;
 use crate::fs::{Fs, MemFs};
