@@ -19,11 +19,13 @@ mod key;
 pub mod memtable;
 mod options;
 mod sst;
+mod table_cache;
 mod varint;
 mod version;
 mod wal;
 
 pub use batch::WriteBatch;
+pub use db::{Db, Snapshot, Stats};
 pub use error::{Error, ErrorKind, Result};
 pub use key::{SeqNo, ValueKind};
 pub use options::*;

@@ -1,1 +1,327 @@
-//! The database: open, write path, reads, background work.
+//! The database: the public [`Db`] handle and the machinery behind it.
+//!
+//! Layout of the state and its locks (always taken in this order):
+//! 1. `writers`: the group-commit queue. Held only to enqueue, to pick a group, and to hand results
+//!    back; never across I/O.
+//! 2. `wal`: the WAL writer, the active memtable handle and the last allocated sequence number. Held
+//!    by the one write leader for the whole group (append, fsync, memtable insert) and by anyone
+//!    switching the memtable.
+//! 3. `state`: the version set, sealed memtables, snapshots, background bookkeeping. Held briefly;
+//!    the only I/O under it is a MANIFEST append when a version is installed.
+//!
+//! Readers take no lock beyond cloning the [`SuperVersion`] (an `Arc` behind a read-write lock): the
+//! memtables and version it names never change, and the files it names stay on disk while it lives.
+//! A read at sequence number `s` first loads the visible sequence number, then the super version,
+//! so every write up to `s` is in a memtable of that super version or in its version.
+//!
+//! Invariants:
+//! - `visible_seq` only grows, and every write with a sequence number at or below it is in a
+//!   memtable (or an SST).
+//! - Sealed memtables are flushed oldest first; `VersionSet::log_number` is the oldest WAL whose
+//!   memtable is not yet in an SST.
+//! - A failed WAL or MANIFEST write poisons the database: every later write fails with `Poisoned`.
+
+mod background;
+mod open;
+mod read;
+mod snapshot;
+mod stall;
+mod stats;
+mod write;
+
+pub use snapshot::Snapshot;
+pub use stats::Stats;
+
+use crate::batch::WriteBatch;
+use crate::compaction::picker;
+use crate::error::{Error, ErrorKind, Result};
+use crate::fs::{FileLock, Fs};
+use crate::iter::DbIterator;
+use crate::key::SeqNo;
+use crate::memtable::Memtable;
+use crate::options::{Options, WriteOptions};
+use crate::cache::BlockCache;
+use crate::table_cache::TableCache;
+use crate::version::set::VersionSet;
+use crate::version::version::Version;
+use parking_lot::{Condvar, Mutex, RwLock};
+use stall::WriteController;
+use stats::Counters;
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use write::{WalState, WriteQueue};
+
+/// An open database. Cheap to share between threads (`Db: Send + Sync`; wrap it in an `Arc`).
+///
+/// Closing happens on [`Db::close`] or on drop: background work stops, the WAL is synced, the
+/// directory lock is released.
+pub struct Db {
+    inner: Arc<DbInner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// What readers need to see the whole tree: the memtables and the version, pinned together.
+pub(crate) struct SuperVersion {
+    pub mem: Arc<dyn Memtable>,
+    /// Sealed memtables, newest first.
+    pub sealed: Vec<Arc<dyn Memtable>>,
+    pub version: Arc<Version>,
+}
+
+/// A sealed memtable and the WAL that holds its writes.
+pub(crate) struct Sealed {
+    pub mem: Arc<dyn Memtable>,
+    pub wal: u64,
+}
+
+/// Mutable database state, under `DbInner::state`.
+pub(crate) struct State {
+    pub versions: VersionSet,
+    pub mem: Arc<dyn Memtable>,
+    /// The WAL holding the active memtable's writes.
+    pub mem_wal: u64,
+    /// Oldest first.
+    pub sealed: VecDeque<Sealed>,
+    /// Live snapshots: sequence number -> how many handles.
+    pub snapshots: BTreeMap<SeqNo, usize>,
+    /// SSTs being written; never deleted as obsolete.
+    pub pending_outputs: HashSet<u64>,
+    /// SSTs that a running compaction reads.
+    pub busy: HashSet<u64>,
+    pub flush_running: bool,
+    pub compactions_running: usize,
+    /// Manual compactions waiting for files to become free; background picks yield to them.
+    pub manual_waiting: usize,
+}
+
+pub(crate) struct DbInner {
+    pub dir: PathBuf,
+    pub options: Options,
+    pub fs: Arc<dyn Fs>,
+    pub writers: Mutex<WriteQueue>,
+    pub wal: Mutex<WalState>,
+    pub state: Mutex<State>,
+    /// Signalled when background work is needed or finished (paired with `state`).
+    pub bg_cv: Condvar,
+    pub super_version: RwLock<Arc<SuperVersion>>,
+    pub visible_seq: AtomicU64,
+    pub table_cache: TableCache,
+    pub block_cache: Option<Arc<BlockCache>>,
+    pub counters: Counters,
+    pub controller: WriteController,
+    /// The error that poisoned the database, if any.
+    pub poison: Mutex<Option<Error>>,
+    pub poisoned: AtomicBool,
+    pub closed: AtomicBool,
+    _lock: Box<dyn FileLock>,
+}
+
+impl Db {
+    /// Opens the database in `path`, creating it if missing (unless `create_if_missing` is false),
+    /// and replays its WALs.
+    ///
+    /// # Errors
+    /// `Busy` when another handle or process holds the directory; `InvalidArgument` for bad options
+    /// or a missing database with `create_if_missing = false`; `Corruption` naming the file and
+    /// offset when recovery meets damaged bytes; `Io` when the file system fails.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        let inner = Arc::new(open::open(path.as_ref(), options)?);
+        let threads = background::start(&inner)?;
+        Ok(Db { inner, threads: Mutex::new(threads) })
+    }
+
+    /// Sets `key` to `value` with the default durability ([`Options::default_durability`]).
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write(batch, &WriteOptions { durability: self.inner.options.default_durability })
+    }
+
+    /// Deletes `key` (a no-op if absent) with the default durability.
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(batch, &WriteOptions { durability: self.inner.options.default_durability })
+    }
+
+    /// Applies `batch` atomically: readers see all of it or none of it, and recovery restores all of
+    /// it or none of it.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an oversized key or value; `Poisoned` after an earlier write failure;
+    /// `Io` when the WAL cannot be written (the database is then poisoned); `Closed` after close.
+    pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
+        write::write(&self.inner, batch, options.durability)
+    }
+
+    /// The value of `key`, or `Ok(None)` when absent.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.inner.check_open()?;
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        read::get(&self.inner, key.as_ref(), seq)
+    }
+
+    /// Entries with keys in `range`, in key order; double-ended.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
+        let (lo, hi) = owned_bounds(&range);
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        read::iterator(&self.inner, lo, hi, seq, Box::new(()))
+    }
+
+    /// Every entry, in key order; double-ended.
+    pub fn iter(&self) -> DbIterator {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// Entries whose key starts with `prefix`, in key order; double-ended.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
+        let prefix = prefix.as_ref().to_vec();
+        let hi = crate::iter::prefix_upper_bound(&prefix);
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        read::iterator(&self.inner, Bound::Included(prefix), hi, seq, Box::new(()))
+    }
+
+    /// A consistent read-only view of the database as of now. Released on drop.
+    pub fn snapshot(&self) -> Snapshot {
+        snapshot::Snapshot::new(self.inner.clone())
+    }
+
+    /// Writes every memtable to an SST and waits until that is done.
+    ///
+    /// # Errors
+    /// The error of a failed flush, or `Poisoned`/`Closed`.
+    pub fn flush(&self) -> Result<()> {
+        background::flush_all(&self.inner)
+    }
+
+    /// Compacts every level's files that overlap `range` down to the deepest level that holds any,
+    /// dropping overwritten versions and tombstones that no snapshot needs. Flushes first.
+    pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
+        let (lo, hi) = owned_bounds(&range);
+        background::flush_all(&self.inner)?;
+        background::compact_range(&self.inner, bound_key(&lo), bound_key(&hi))
+    }
+
+    /// Statistics as of now.
+    pub fn stats(&self) -> Stats {
+        read::stats(&self.inner)
+    }
+
+    /// The directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Stops background work, syncs the WAL and releases the directory lock.
+    ///
+    /// # Errors
+    /// The error of the final WAL sync, or the error that poisoned the database.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        {
+            let _state = self.inner.state.lock();
+            self.inner.bg_cv.notify_all();
+        }
+        for handle in self.threads.lock().drain(..) {
+            let _ = handle.join();
+        }
+        let result = write::sync_wal_at_close(&self.inner);
+        match self.inner.poison_error() {
+            Some(e) => Err(e),
+            None => result,
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::warn!(error = %e, "closing the database failed");
+        }
+    }
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("path", &self.inner.dir).finish_non_exhaustive()
+    }
+}
+
+impl DbInner {
+    /// Fails with `Closed` after close.
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::new(ErrorKind::Closed, format!("database {} is closed", self.dir.display())));
+        }
+        Ok(())
+    }
+
+    /// The error that poisoned the database, if any.
+    pub(crate) fn poison_error(&self) -> Option<Error> {
+        if !self.poisoned.load(Ordering::Acquire) {
+            return None;
+        }
+        self.poison.lock().clone()
+    }
+
+    /// Poisons the database with `err` (the first error wins) and returns the `Poisoned` error.
+    pub(crate) fn set_poison(&self, err: Error) -> Error {
+        let mut slot = self.poison.lock();
+        let poisoned = slot.get_or_insert_with(|| err.into_poisoned()).clone();
+        self.poisoned.store(true, Ordering::Release);
+        drop(slot);
+        tracing::error!(error = %poisoned, "database poisoned");
+        self.bg_cv.notify_all();
+        poisoned
+    }
+
+    /// Publishes a new super version from the state. Call with the state lock held, after any change
+    /// of the memtables or the version. Also refreshes the write controller.
+    pub(crate) fn install_super_version(&self, state: &State) {
+        let version = state.versions.current();
+        let sv = SuperVersion {
+            mem: state.mem.clone(),
+            sealed: state.sealed.iter().rev().map(|s| s.mem.clone()).collect(),
+            version: version.clone(),
+        };
+        *self.super_version.write() = Arc::new(sv);
+        let load = stall::Load {
+            l0_files: version.levels[0].len(),
+            sealed_memtables: state.sealed.len(),
+            pending_compaction_bytes: picker::pending_compaction_bytes(&version, &self.options),
+        };
+        self.controller.set(stall::pressure(load, &self.options));
+    }
+
+    pub(crate) fn current_super_version(&self) -> Arc<SuperVersion> {
+        self.super_version.read().clone()
+    }
+}
+
+/// Copies range bounds into owned user keys.
+fn owned_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let own = |b: Bound<&K>| match b {
+        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (own(range.start_bound()), own(range.end_bound()))
+}
+
+/// The key of a bound, for compaction ranges (inclusive either way; wider is harmless there).
+fn bound_key(b: &Bound<Vec<u8>>) -> Option<&[u8]> {
+    match b {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+        Bound::Unbounded => None,
+    }
+}

@@ -165,7 +165,7 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
     for &number in wals {
         let path = filename::wal(&inner.dir, number);
         let data = inner.fs.read_all(&path).ctx(|| format!("read {}", path.display()))?;
-        let mut reader = LogReader::new(data, path.clone(), inner.options.wal_recovery);
+        let mut reader = LogReader::new(data, path.clone(), inner.options.wal_recovery.into());
         while let Some((offset, record)) = reader.next_record()? {
             let batch = WriteBatch::from_bytes(record.to_vec()).map_err(|e| Error::corruption(&path, offset, e.message()))?;
             let mut seq = batch.seq();

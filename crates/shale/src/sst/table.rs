@@ -1,0 +1,488 @@
+//! Reading an SST: [`Table`] (an open table: footer, index, filter and properties in memory) and
+//! [`TableIterator`] (an owned two-level cursor: index block, then data blocks).
+//!
+//! Invariants checked by [`Table::open`], so that later reads only need to verify each data
+//! block's checksum:
+//! - the footer's checksum, magic and version are good;
+//! - the data blocks, filter, properties, index and footer tile the file with no gap: data blocks
+//!   back to back from offset 0 (as listed by the index), then the filter (if any), the
+//!   properties, the index and the footer;
+//! - every index entry decodes to a block handle, and the number of data blocks matches the
+//!   properties.
+//!
+//! Bytes from disk never cause a panic: every failure is a `Corruption` error naming the file and
+//! the offset of the block (plus the position inside the decoded block when that helps).
+//!
+//! Concurrency: a `Table` is immutable after `open` and shared (`Arc`) by readers and compactions;
+//! the block cache is shared by all tables. A `TableIterator` has one owner.
+
+use super::block::{Block, BlockIter};
+use super::filter::Filter;
+use super::format::{decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use super::properties::Properties;
+use crate::cache::BlockCache;
+use crate::error::{Error, IoContext, Result};
+use crate::fs::RandomAccessFile;
+use crate::iter::InternalIterator;
+use crate::key::user_key;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// An open SST.
+pub(crate) struct Table {
+    file: Arc<dyn RandomAccessFile>,
+    path: PathBuf,
+    number: u64,
+    cache: Option<Arc<BlockCache>>,
+    index: Arc<Block>,
+    index_handle: BlockHandle,
+    filter: Option<Filter>,
+    properties: Properties,
+    // INVARIANT: every data block handle in the index ends (trailer included) at or before this.
+    data_end: u64,
+}
+
+fn corrupt_in_block(path: &Path, block_offset: u64, (at, what): (usize, &'static str)) -> Error {
+    Error::corruption(
+        path,
+        block_offset,
+        format!("{what} (byte {at} of the decoded block)"),
+    )
+}
+
+impl Table {
+    /// Reads and verifies the footer, index, filter and properties of the table `number` in
+    /// `file` (named `path` in errors). Data blocks are read later, through `cache` when given.
+    ///
+    /// # Errors
+    /// `Io` when a read fails; `Corruption` naming `path` and the offset when a check fails.
+    pub(crate) fn open(
+        file: Arc<dyn RandomAccessFile>,
+        path: PathBuf,
+        number: u64,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<Table> {
+        let file_len = file.len();
+        let footer_at = file_len
+            .checked_sub(FOOTER_LEN as u64)
+            .ok_or_else(|| Error::corruption(&path, 0, "file too short to be an SST"))?;
+        let mut footer_bytes = [0u8; FOOTER_LEN];
+        file.read_exact_at(footer_at, &mut footer_bytes)
+            .ctx(|| format!("read footer of {}", path.display()))?;
+        let footer = Footer::decode(&footer_bytes)
+            .map_err(|(at, what)| Error::corruption(&path, footer_at + at as u64, what))?;
+
+        // The filter, properties and index follow each other and the footer with no gap.
+        let bad_layout = || {
+            Error::corruption(
+                &path,
+                footer_at,
+                "footer block handles do not tile the file",
+            )
+        };
+        let filter_end = if footer.filter.size == 0 {
+            Some(footer.filter.offset)
+        } else {
+            footer.filter.end_with_trailer()
+        };
+        if filter_end != Some(footer.properties.offset)
+            || footer.properties.end_with_trailer() != Some(footer.index.offset)
+            || footer.index.end_with_trailer() != Some(footer_at)
+        {
+            return Err(bad_layout());
+        }
+
+        let mut table = Table {
+            file,
+            path,
+            number,
+            cache,
+            index: Arc::new(Block::empty()),
+            index_handle: footer.index,
+            filter: None,
+            properties: Properties::default(),
+            data_end: footer.filter.offset,
+        };
+        // One read for the filter, properties and index (they are contiguous, ending at the footer).
+        let meta_start = footer.filter.offset;
+        let meta_len = usize::try_from(footer_at - meta_start)
+            .map_err(|_| Error::corruption(&table.path, meta_start, "metadata too large"))?;
+        let mut meta = vec![0u8; meta_len];
+        table
+            .file
+            .read_exact_at(meta_start, &mut meta)
+            .ctx(|| format!("read {} at {meta_start}", table.path.display()))?;
+        let block_in_meta = |handle: BlockHandle| -> Result<Vec<u8>> {
+            // The layout check above keeps every handle inside `meta`; checked all the same.
+            let rel = |at: u64| usize::try_from(at.checked_sub(meta_start)?).ok();
+            let range = rel(handle.offset).zip(handle.end_with_trailer().and_then(rel));
+            let bytes = range
+                .and_then(|(start, end)| meta.get(start..end))
+                .ok_or_else(|| {
+                    Error::corruption(&table.path, handle.offset, "block outside the metadata")
+                })?;
+            decode_stored_block(bytes.to_vec()).map_err(|(at, what)| {
+                Error::corruption(&table.path, handle.offset + at as u64, what)
+            })
+        };
+        let props_bytes = block_in_meta(footer.properties)?;
+        let properties = Properties::decode(&props_bytes)
+            .map_err(|e| corrupt_in_block(&table.path, footer.properties.offset, e))?;
+        let index_bytes = block_in_meta(footer.index)?;
+        let index = Block::new(index_bytes)
+            .map_err(|e| corrupt_in_block(&table.path, footer.index.offset, e))?;
+        let filter = if footer.filter.size > 0 {
+            let bytes = block_in_meta(footer.filter)?;
+            Some(
+                Filter::new(bytes)
+                    .map_err(|e| corrupt_in_block(&table.path, footer.filter.offset, e))?,
+            )
+        } else {
+            None
+        };
+        table.properties = properties;
+        table.index = Arc::new(index);
+        table.filter = filter;
+        table.check_index()?;
+        let p = &table.properties;
+        let filter_size = if footer.filter.size == 0 {
+            0
+        } else {
+            footer.filter.size + BLOCK_TRAILER_LEN as u64
+        };
+        if p.index_size != footer.index.size + BLOCK_TRAILER_LEN as u64
+            || p.filter_size != filter_size
+        {
+            return Err(Error::corruption(
+                &table.path,
+                footer.properties.offset,
+                "properties disagree with the footer",
+            ));
+        }
+        Ok(table)
+    }
+
+    /// Checks that the index lists data blocks back to back from offset 0 up to `data_end`.
+    fn check_index(&self) -> Result<()> {
+        let at = self.index_handle.offset;
+        let mut it = BlockIter::new(&*self.index);
+        let (mut expected, mut count) = (0u64, 0u64);
+        it.seek_to_first();
+        while it.valid() {
+            let handle = BlockHandle::decode_exact(it.value())
+                .map_err(|w| Error::corruption(&self.path, at, w))?;
+            if handle.offset != expected {
+                return Err(Error::corruption(
+                    &self.path,
+                    at,
+                    "index entries do not tile the data blocks",
+                ));
+            }
+            expected = handle
+                .end_with_trailer()
+                .filter(|end| *end <= self.data_end)
+                .ok_or_else(|| {
+                    Error::corruption(&self.path, at, "index entry past the data blocks")
+                })?;
+            count += 1;
+            it.next();
+        }
+        if let Some(e) = it.corruption() {
+            return Err(corrupt_in_block(&self.path, at, e));
+        }
+        if expected != self.data_end || count != self.properties.num_data_blocks {
+            return Err(Error::corruption(
+                &self.path,
+                at,
+                "index does not cover the data blocks",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads one block and verifies its trailer; returns the decoded bytes.
+    fn read_block(&self, handle: BlockHandle) -> Result<Vec<u8>> {
+        let len = handle
+            .size
+            .checked_add(BLOCK_TRAILER_LEN as u64)
+            .and_then(|l| usize::try_from(l).ok())
+            .ok_or_else(|| Error::corruption(&self.path, handle.offset, "block size overflows"))?;
+        if handle
+            .end_with_trailer()
+            .is_none_or(|end| end > self.file.len())
+        {
+            return Err(Error::corruption(
+                &self.path,
+                handle.offset,
+                "block handle past the end of the file",
+            ));
+        }
+        let mut buf = vec![0u8; len];
+        self.file
+            .read_exact_at(handle.offset, &mut buf)
+            .ctx(|| format!("read {} at {}", self.path.display(), handle.offset))?;
+        decode_stored_block(buf)
+            .map_err(|(at, what)| Error::corruption(&self.path, handle.offset + at as u64, what))
+    }
+
+    /// A data block, from the block cache when there; read blocks are inserted when `fill_cache`.
+    fn data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
+        if let Some(cache) = &self.cache {
+            if let Some(block) = cache.get(self.number, handle.offset) {
+                return Ok(block);
+            }
+        }
+        if handle
+            .end_with_trailer()
+            .is_none_or(|end| end > self.data_end)
+        {
+            return Err(Error::corruption(
+                &self.path,
+                handle.offset,
+                "data block handle out of range",
+            ));
+        }
+        let bytes = self.read_block(handle)?;
+        let block = Arc::new(
+            Block::new(bytes).map_err(|e| corrupt_in_block(&self.path, handle.offset, e))?,
+        );
+        if fill_cache {
+            if let Some(cache) = &self.cache {
+                cache.insert(self.number, handle.offset, block.clone());
+            }
+        }
+        Ok(block)
+    }
+
+    /// Point lookup: the first entry whose internal key is `>= target`, if its user key equals
+    /// `user_key(target)`. Consults the bloom filter, then the index, then one data block.
+    /// Returns the entry's internal key and value.
+    ///
+    /// # Errors
+    /// `Io` when a read fails; `Corruption` naming the file and offset.
+    pub(crate) fn get(&self, target: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let ukey = user_key(target);
+        if let Some(filter) = &self.filter {
+            if !filter.may_contain(ukey) {
+                return Ok(None);
+            }
+        }
+        let mut index = BlockIter::new(&*self.index);
+        index.seek(target);
+        if let Some(e) = index.corruption() {
+            return Err(corrupt_in_block(&self.path, self.index_handle.offset, e));
+        }
+        if !index.valid() {
+            return Ok(None);
+        }
+        let handle = BlockHandle::decode_exact(index.value())
+            .map_err(|w| Error::corruption(&self.path, self.index_handle.offset, w))?;
+        let block = self.data_block(handle, true)?;
+        // The key buffer travels from the index cursor to the data cursor to the result.
+        let mut it = BlockIter::with_buffer(&*block, index.into_buffer());
+        it.seek(target);
+        if let Some(e) = it.corruption() {
+            return Err(corrupt_in_block(&self.path, handle.offset, e));
+        }
+        if it.valid() && user_key(it.key()) == ukey {
+            let value = it.value().to_vec();
+            return Ok(Some((it.into_buffer(), value)));
+        }
+        Ok(None)
+    }
+
+    /// An owned cursor over the whole table. `fill_cache = false` (compactions) reads blocks
+    /// without inserting them into the block cache (blocks already cached are still used).
+    pub(crate) fn iter(self: &Arc<Self>, fill_cache: bool) -> TableIterator {
+        TableIterator {
+            index: BlockIter::new(self.index.clone()),
+            table: self.clone(),
+            fill_cache,
+            data: None,
+            data_handle: BlockHandle::default(),
+            err: None,
+        }
+    }
+
+    /// The table's statistics.
+    pub(crate) fn properties(&self) -> &Properties {
+        &self.properties
+    }
+
+    /// The file number the table was opened with.
+    #[allow(dead_code)] // for diagnostics
+    pub(crate) fn number(&self) -> u64 {
+        self.number
+    }
+}
+
+/// A cursor over a whole table, both directions: an index cursor picks the data block, a data
+/// cursor walks it. Owns an `Arc` of its table, so it is `'static` and `Send`. The first error is
+/// sticky: the cursor turns invalid and `status()` reports it.
+pub(crate) struct TableIterator {
+    table: Arc<Table>,
+    fill_cache: bool,
+    index: BlockIter<Arc<Block>>,
+    // The cursor over the data block at `data_handle`; kept across blocks to reuse its key buffer.
+    data: Option<BlockIter<Arc<Block>>>,
+    data_handle: BlockHandle,
+    err: Option<Error>,
+}
+
+impl TableIterator {
+    fn fail(&mut self, err: Error) {
+        if self.err.is_none() {
+            self.err = Some(err);
+        }
+        if let Some(d) = &mut self.data {
+            d.invalidate();
+        }
+    }
+
+    fn data_valid(&self) -> bool {
+        self.data.as_ref().is_some_and(|d| d.valid())
+    }
+
+    /// Turns a data cursor corruption into the iterator's error. Returns false on error.
+    fn check_data(&mut self) -> bool {
+        if let Some(e) = self.data.as_ref().and_then(|d| d.corruption()) {
+            let err = corrupt_in_block(&self.table.path, self.data_handle.offset, e);
+            self.fail(err);
+        }
+        self.err.is_none()
+    }
+
+    /// Loads the block the index cursor points at into the data cursor and positions it with
+    /// `position`; leaves the data cursor invalid when the index cursor is.
+    fn position_data(&mut self, position: impl FnOnce(&mut BlockIter<Arc<Block>>)) {
+        if let Some(e) = self.index.corruption() {
+            let err = corrupt_in_block(&self.table.path, self.table.index_handle.offset, e);
+            return self.fail(err);
+        }
+        if self.err.is_some() {
+            return;
+        }
+        if !self.index.valid() {
+            if let Some(d) = &mut self.data {
+                d.invalidate();
+            }
+            return;
+        }
+        let handle = match BlockHandle::decode_exact(self.index.value()) {
+            Ok(h) => h,
+            Err(w) => {
+                let err = Error::corruption(&self.table.path, self.table.index_handle.offset, w);
+                return self.fail(err);
+            }
+        };
+        let same = self.data.is_some() && self.data_handle == handle;
+        if !same {
+            match self.table.data_block(handle, self.fill_cache) {
+                Ok(block) => match &mut self.data {
+                    Some(d) => d.reset(block),
+                    None => self.data = Some(BlockIter::new(block)),
+                },
+                Err(e) => return self.fail(e),
+            }
+            self.data_handle = handle;
+        }
+        if let Some(d) = &mut self.data {
+            position(d);
+        }
+        self.check_data();
+    }
+
+    fn skip_forward(&mut self) {
+        while self.err.is_none() && !self.data_valid() {
+            if !self.index.valid() {
+                return;
+            }
+            self.index.next();
+            self.position_data(|d| d.seek_to_first());
+        }
+    }
+
+    fn skip_backward(&mut self) {
+        while self.err.is_none() && !self.data_valid() {
+            if !self.index.valid() {
+                return;
+            }
+            self.index.prev();
+            self.position_data(|d| d.seek_to_last());
+        }
+    }
+}
+
+impl InternalIterator for TableIterator {
+    fn valid(&self) -> bool {
+        self.err.is_none() && self.data_valid()
+    }
+
+    fn seek_to_first(&mut self) {
+        self.index.seek_to_first();
+        self.position_data(|d| d.seek_to_first());
+        self.skip_forward();
+    }
+
+    fn seek_to_last(&mut self) {
+        self.index.seek_to_last();
+        self.position_data(|d| d.seek_to_last());
+        self.skip_backward();
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        self.index.seek(target);
+        self.position_data(|d| d.seek(target));
+        self.skip_forward();
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        // The first block whose index key is >= target holds the answer or starts after it; past
+        // every index key, the answer is the table's last entry.
+        self.index.seek(target);
+        if !self.index.valid() && self.index.corruption().is_none() {
+            self.index.seek_to_last();
+        }
+        self.position_data(|d| d.seek_for_prev(target));
+        self.skip_backward();
+    }
+
+    fn next(&mut self) {
+        if !self.valid() {
+            return;
+        }
+        if let Some(d) = &mut self.data {
+            d.next();
+        }
+        if self.check_data() {
+            self.skip_forward();
+        }
+    }
+
+    fn prev(&mut self) {
+        if !self.valid() {
+            return;
+        }
+        if let Some(d) = &mut self.data {
+            d.prev();
+        }
+        if self.check_data() {
+            self.skip_backward();
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.value())
+    }
+
+    fn status(&self) -> Result<()> {
+        match &self.err {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+}
