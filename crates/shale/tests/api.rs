@@ -67,7 +67,9 @@ fn range_iter_and_prefix_are_double_ended() {
     for k in ["a", "ab", "abc", "b", "ba", "c"] {
         db.put(k, k.to_uppercase()).unwrap();
     }
-    let keys = |it: shale::iter::DbIterator| it.map(|r| String::from_utf8(r.unwrap().0).unwrap()).collect::<Vec<_>>();
+    fn keys(it: impl Iterator<Item = shale::Result<(Vec<u8>, Vec<u8>)>>) -> Vec<String> {
+        it.map(|r| String::from_utf8(r.unwrap().0).unwrap()).collect()
+    }
     assert_eq!(keys(db.range("ab".."b")), ["ab", "abc"]);
     assert_eq!(keys(db.range("ab"..="ba")), ["ab", "abc", "b", "ba"]);
     assert_eq!(keys(db.prefix("a")), ["a", "ab", "abc"]);

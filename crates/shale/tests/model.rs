@@ -193,7 +193,12 @@ fn run(ops: &[Op], options: &Options) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+    // 24 cases by default (CI); PROPTEST_CASES raises it for a longer soak.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(24),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn engine_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..250)) {

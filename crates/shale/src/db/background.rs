@@ -95,27 +95,26 @@ fn flush_oldest(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<()
     state.pending_outputs.insert(number);
     let snapshots: Vec<SeqNo> = state.snapshots.keys().copied().collect();
 
-    let result = MutexGuard::unlocked(state, || write_level0(inner, mem, number, snapshots));
-    let outcome = result.and_then(|meta| {
-        let mut edit = VersionEdit::default();
-        let bytes = meta.as_ref().map_or(0, |m| m.file_size);
-        if let Some(meta) = meta {
-            edit.new_files.push((0, meta));
-        }
-        edit.log_number = Some(state.sealed.get(1).map_or(state.mem_wal, |s| s.wal));
-        let visible = inner.visible_seq.load(Ordering::Acquire).max(state.versions.last_seq());
-        state.versions.set_last_seq(visible);
-        state.versions.log_and_apply(edit)?;
-        Ok(bytes)
-    });
-    state.pending_outputs.remove(&number);
-    let bytes = match outcome {
-        Ok(bytes) => bytes,
+    let meta = match MutexGuard::unlocked(state, || write_level0(inner, mem, number, snapshots)) {
+        Ok(meta) => meta,
         Err(e) => {
+            state.pending_outputs.remove(&number);
             let _ = inner.fs.remove_file(&filename::table(&inner.dir, number));
             return Err(e);
         }
     };
+    let mut edit = VersionEdit::default();
+    let bytes = meta.as_ref().map_or(0, |m| m.file_size);
+    if let Some(meta) = meta {
+        edit.new_files.push((0, meta));
+    }
+    edit.log_number = Some(state.sealed.get(1).map_or(state.mem_wal, |s| s.wal));
+    let visible = inner.visible_seq.load(Ordering::Acquire).max(state.versions.last_seq());
+    state.versions.set_last_seq(visible);
+    // On a MANIFEST failure the edit may or may not be on disk: the output stays (and stays
+    // protected as pending) so that whichever MANIFEST recovery finds is complete.
+    state.versions.log_and_apply(edit)?;
+    state.pending_outputs.remove(&number);
     state.sealed.pop_front();
     inner.install_super_version(state);
     inner.counters.flush_bytes_written.fetch_add(bytes, Ordering::Relaxed);
@@ -173,26 +172,25 @@ fn run_compaction(inner: &DbInner, state: &mut MutexGuard<'_, State>, task: Comp
 
     let mut allocated = Vec::new();
     let result = MutexGuard::unlocked(state, || compact(inner, &task, &version, snapshots, &mut allocated));
-    let outcome = result.and_then(|(outputs, written)| {
-        state.versions.log_and_apply(picker::result_edit(&task, outputs))?;
-        Ok(written)
-    });
     for n in &inputs {
         state.busy.remove(n);
     }
     state.compactions_running -= 1;
-    for n in &allocated {
-        state.pending_outputs.remove(n);
-    }
-    let written = match outcome {
-        Ok(written) => written,
+    let (outputs, written) = match result {
+        Ok(done) => done,
         Err(e) => {
             for n in &allocated {
+                state.pending_outputs.remove(n);
                 let _ = inner.fs.remove_file(&filename::table(&inner.dir, *n));
             }
             return Err(e);
         }
     };
+    // On a MANIFEST failure the outputs stay protected as pending: the edit may be on disk.
+    state.versions.log_and_apply(picker::result_edit(&task, outputs))?;
+    for n in &allocated {
+        state.pending_outputs.remove(n);
+    }
     inner.install_super_version(state);
     let c = &inner.counters;
     c.compaction_bytes_read.fetch_add(task.input_bytes(), Ordering::Relaxed);
@@ -263,6 +261,10 @@ fn level_iterator(inner: &DbInner, files: &[Arc<FileMeta>]) -> Box<dyn InternalI
 /// Removes files no version, reader or running job needs: old SSTs, WALs below the log number,
 /// MANIFESTs other than the current one.
 pub(crate) fn delete_obsolete_files(inner: &DbInner, state: &mut MutexGuard<'_, State>) {
+    // After a failure the in-memory version may be ahead of the MANIFEST on disk: delete nothing.
+    if inner.poisoned.load(Ordering::Acquire) {
+        return;
+    }
     // List first, then decide under the lock: a file created after the listing is not in it, and a
     // file in the listing that is still needed is live or pending by the time we decide.
     let names = match MutexGuard::unlocked(state, || inner.fs.list_dir(&inner.dir)) {

@@ -62,6 +62,16 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
     };
     let names = fs.list_dir(dir).ctx(|| format!("list {}", dir.display()))?;
     check_tables_exist(dir, &versions, &names)?;
+    // WALs get their numbers without a MANIFEST edit, so the recovered counter may lag behind them:
+    // never reuse a number that is on disk (the new WAL below would truncate one not yet replayed).
+    for kind in names.iter().filter_map(|n| filename::parse(n)) {
+        match kind {
+            FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n) | FileKind::Temp(n) => {
+                versions.mark_file_number_used(n)
+            }
+            _ => {}
+        }
+    }
 
     let block_cache = (options.block_cache_size > 0).then(|| Arc::new(BlockCache::new(options.block_cache_size)));
     let table_cache = TableCache::new(dir.to_path_buf(), fs.clone(), options.max_open_files, block_cache.clone());

@@ -234,6 +234,12 @@ impl VersionSet {
         n
     }
 
+    /// Makes sure file number `n` is never handed out: used at recovery for every numbered file in
+    /// the directory, since WAL numbers are allocated without a MANIFEST edit.
+    pub(crate) fn mark_file_number_used(&mut self, n: u64) {
+        self.next_file_number = self.next_file_number.max(n.saturating_add(1));
+    }
+
     pub(crate) fn last_seq(&self) -> SeqNo {
         self.last_seq
     }
