@@ -27,3 +27,19 @@ pub fn manifest_replay(data: &[u8]) {
         crate::version::edit::fuzz_decode(record);
     }
 }
+
+/// Decodes `data` as an SST data or index block and walks it both ways, with seeks.
+pub fn sst_block(data: &[u8]) {
+    crate::sst::fuzz_block(data);
+}
+
+/// Decodes `data` as an SST footer, and the same bytes as a properties block, a filter and an LZ4
+/// block.
+pub fn sst_footer(data: &[u8]) {
+    crate::sst::fuzz_footer(data);
+}
+
+/// Opens `data` as a whole SST and reads everything in it.
+pub fn sst_table(data: &[u8]) {
+    crate::sst::fuzz_table(data);
+}

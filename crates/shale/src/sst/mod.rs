@@ -72,7 +72,6 @@ impl TableOptions {
 
 /// Fuzz entry point: decodes `data` as a block and drives its cursor in both directions and
 /// through seeks. Never panics.
-#[allow(dead_code)] // wired into `fuzz_api`
 pub(crate) fn fuzz_block(data: &[u8]) {
     let Ok(block) = Block::new(data.to_vec()) else {
         return;
@@ -109,7 +108,6 @@ pub(crate) fn fuzz_block(data: &[u8]) {
 }
 
 /// Fuzz entry point: decodes `data` as a footer (the last 64 bytes of a file). Never panics.
-#[allow(dead_code)] // wired into `fuzz_api`
 pub(crate) fn fuzz_footer(data: &[u8]) {
     let _ = format::Footer::decode(data);
     let _ = properties::Properties::decode(data);
@@ -118,7 +116,6 @@ pub(crate) fn fuzz_footer(data: &[u8]) {
 }
 
 /// Fuzz entry point: opens `data` as a whole SST file and reads everything in it. Never panics.
-#[allow(dead_code)] // wired into `fuzz_api`
 pub(crate) fn fuzz_table(data: &[u8]) {
     use crate::fs::{Fs, MemFs};
     use crate::iter::InternalIterator;
