@@ -34,9 +34,9 @@ fn child(dir: &Path, first: u64) -> ! {
         let mut batch = WriteBatch::new();
         batch.put(key.to_be_bytes(), value_for(key));
         batch.put(format!("mirror-{key}"), key.to_string());
-        db.write(batch, &WriteOptions { durability: if key % 3 == 0 { Durability::Sync } else { Durability::Buffered } })
+        db.write(batch, &WriteOptions { durability: if key.is_multiple_of(3) { Durability::Sync } else { Durability::Buffered } })
             .expect("child: write");
-        if key % 3 == 0 {
+        if key.is_multiple_of(3) {
             // Everything up to this key is acknowledged as durable now.
             writeln!(out, "ACK {key}").expect("child: stdout");
             out.flush().expect("child: stdout");

@@ -540,7 +540,7 @@ proptest! {
                     it.prev();
                     pos = pos.and_then(|p| p.checked_sub(1));
                 }
-                0 | 1 | 2 => {
+                0..=2 => {
                     it.seek(&target);
                     let at = entries.partition_point(|e| compare_internal(&e.0, &target) == Ordering::Less);
                     pos = (at < entries.len()).then_some(at);
@@ -738,7 +738,7 @@ fn level_iterator_opens_tables_lazily_and_reuses_the_open_one() {
 #[test]
 fn level_iterator_turns_an_open_error_into_status() {
     let t1 = vec![put(b"a", 1, b"")];
-    let t2 = vec![put(b"b", 1, b"")];
+    let t2 = [put(b"b", 1, b"")];
     let files: Arc<[LevelFile]> = vec![
         LevelFile {
             smallest: t1[0].0.clone(),
@@ -956,7 +956,7 @@ fn db_iterator_skips_a_long_history_by_seeking_in_both_directions() {
                 out.push((b"a".to_vec(), b"a".to_vec()));
             }
             let newest = s.min(VERSIONS);
-            if newest >= 1 && !(newest % 3 == 0 && newest != VERSIONS) {
+            if newest >= 1 && !(newest.is_multiple_of(3) && newest != VERSIONS) {
                 out.push((b"k".to_vec(), format!("k{newest}").into_bytes()));
             }
             if VERSIONS + 2 <= s {

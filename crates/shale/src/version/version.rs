@@ -82,7 +82,7 @@ impl Version {
             files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
         }
         let version = Version { levels };
-        version.check_invariants().map_err(|e| corrupt(e))?;
+        version.check_invariants().map_err(corrupt)?;
         Ok(version)
     }
 
