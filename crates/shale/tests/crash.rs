@@ -6,7 +6,7 @@
 //! is run twice: once dropping every unsynced byte, once keeping a random prefix of them (torn
 //! writes).
 //!
-//! `SHALE_CRASH_SEEDS` raises the number of seeds (default 40) for a longer soak.
+//! `SHALE_CRASH_SEEDS` raises the number of seeds (default 300) for a longer soak.
 
 use shale::fs::{FaultFs, MemFs};
 use shale::{Compression, Db, Durability, Options, WriteBatch, WriteOptions};
@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// Seeds run by default; CI keeps this small.
-const DEFAULT_SEEDS: u64 = 40;
+const DEFAULT_SEEDS: u64 = 300;
 /// Writes attempted per seed before the test gives up waiting for the power cut.
 const MAX_WRITES: usize = 3000;
 

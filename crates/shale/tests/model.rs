@@ -193,9 +193,9 @@ fn run(ops: &[Op], options: &Options) {
 }
 
 proptest! {
-    // 24 cases by default (CI); PROPTEST_CASES raises it for a longer soak.
+    // 128 cases by default (CI); PROPTEST_CASES raises it for a longer soak.
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(24),
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(128),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
