@@ -590,7 +590,20 @@ struct MemReadable {
     bytes: Arc<Vec<u8>>,
 }
 
+/// A snapshot's bytes as the owner of a `Bytes`.
+struct SharedBytes(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 impl RandomAccessFile for MemReadable {
+    fn mapped(&self) -> Option<bytes::Bytes> {
+        Some(bytes::Bytes::from_owner(SharedBytes(self.bytes.clone())))
+    }
+
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         let src = usize::try_from(offset)
             .ok()

@@ -49,6 +49,12 @@ pub trait RandomAccessFile: Send + Sync {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
     /// The file's size when it was opened.
     fn len(&self) -> u64;
+    /// The whole file as shared memory (a memory map, or a file system's own buffer), when the
+    /// file system can give it without copying. Readers then slice it instead of reading, and must
+    /// still verify what they read. `None` (the default) means: use `read_exact_at`.
+    fn mapped(&self) -> Option<bytes::Bytes> {
+        None
+    }
     /// True for an empty file.
     fn is_empty(&self) -> bool {
         self.len() == 0

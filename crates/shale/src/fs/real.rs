@@ -56,9 +56,62 @@ impl WritableFile for RealWritable {
 struct RealRandomAccess {
     file: File,
     len: u64,
+    map: Option<bytes::Bytes>,
+}
+
+/// A read-only shared memory map of a whole file, unmapped on drop.
+///
+/// The engine maps only files it never modifies after creating them (SSTs; the WAL and MANIFEST
+/// are read with `read_all`). A map of a file that something else truncates would fault on access,
+/// as it would for any memory-mapped reader.
+struct Mmap {
+    // INVARIANT: `ptr` is the start of a live mapping of exactly `len` readable bytes.
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and never changes owner-side; any thread may read it.
+unsafe impl Send for Mmap {}
+// SAFETY: as above: shared reads of immutable memory.
+unsafe impl Sync for Mmap {}
+
+impl Mmap {
+    /// Maps `file` (of `len` bytes), or `None` when it is empty or mapping fails (the caller then
+    /// reads with `pread`).
+    fn new(file: &File, len: u64) -> Option<Mmap> {
+        use std::os::fd::AsRawFd;
+        let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
+        // SAFETY: a fresh private address range is requested (addr null); the fd is valid for the
+        // call; the result is checked against MAP_FAILED before use.
+        let ptr = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0)
+        };
+        (ptr != libc::MAP_FAILED).then_some(Mmap { ptr, len })
+    }
+}
+
+impl AsRef<[u8]> for Mmap {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: by the invariant, `ptr..ptr+len` is mapped and readable while `self` lives.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the range mapped in `new`; no slice of it outlives `self`
+        // (`Bytes` keeps the owner alive while any slice exists).
+        unsafe {
+            libc::munmap(self.ptr, self.len);
+        }
+    }
 }
 
 impl RandomAccessFile for RealRandomAccess {
+    fn mapped(&self) -> Option<bytes::Bytes> {
+        self.map.clone()
+    }
+
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.file.read_exact_at(buf, offset)
     }
@@ -95,7 +148,8 @@ impl Fs for RealFs {
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         let file = File::open(path)?;
         let len = file.metadata()?.len();
-        Ok(Arc::new(RealRandomAccess { file, len }))
+        let map = Mmap::new(&file, len).map(|m| bytes::Bytes::from_owner(m));
+        Ok(Arc::new(RealRandomAccess { file, len, map }))
     }
 
     fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {

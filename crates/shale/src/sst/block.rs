@@ -34,7 +34,8 @@ use std::path::Path;
 /// A decoded (uncompressed, checksum-verified) block.
 #[derive(Debug)]
 pub(crate) struct Block {
-    data: Vec<u8>,
+    // Shared, so a block can point into a memory-mapped file without a copy.
+    data: bytes::Bytes,
     // INVARIANT: restart_offset + 4 * num_restarts + 4 == data.len(); num_restarts >= 1.
     restart_offset: usize,
     num_restarts: usize,
@@ -45,7 +46,8 @@ const U32_LEN: usize = 4;
 
 impl Block {
     /// Validates the restart array of `data`. Errors are `(offset in data, what)`.
-    pub(crate) fn new(data: Vec<u8>) -> Result<Block, (usize, &'static str)> {
+    pub(crate) fn new(data: impl Into<bytes::Bytes>) -> Result<Block, (usize, &'static str)> {
+        let data: bytes::Bytes = data.into();
         let len = data.len();
         let count_at = len.checked_sub(U32_LEN).ok_or((0, "block too short"))?;
         let num_restarts = read_u32(&data, count_at).ok_or((count_at, "block too short"))? as usize;
@@ -81,7 +83,7 @@ impl Block {
     /// A block with no entries.
     pub(crate) fn empty() -> Block {
         Block {
-            data: vec![0, 0, 0, 0, 1, 0, 0, 0],
+            data: bytes::Bytes::from_static(&[0, 0, 0, 0, 1, 0, 0, 0]),
             restart_offset: 0,
             num_restarts: 1,
         }

@@ -215,8 +215,8 @@ pub(crate) fn maybe_compress<'a>(
 /// included) and returns the decoded block contents. Offsets in errors are relative to the start
 /// of `with_trailer`.
 pub(crate) fn decode_stored_block(
-    mut with_trailer: Vec<u8>,
-) -> Result<Vec<u8>, (usize, &'static str)> {
+    with_trailer: bytes::Bytes,
+) -> Result<bytes::Bytes, (usize, &'static str)> {
     let size = with_trailer
         .len()
         .checked_sub(BLOCK_TRAILER_LEN)
@@ -229,11 +229,8 @@ pub(crate) fn decode_stored_block(
         return Err((size, "block checksum mismatch"));
     }
     match kind {
-        BLOCK_UNCOMPRESSED => {
-            with_trailer.truncate(size);
-            Ok(with_trailer)
-        }
-        BLOCK_LZ4 => decompress_lz4(stored),
+        BLOCK_UNCOMPRESSED => Ok(with_trailer.slice(..size)),
+        BLOCK_LZ4 => decompress_lz4(stored).map(bytes::Bytes::from),
         _ => Err((size, "unknown block compression type")),
     }
 }

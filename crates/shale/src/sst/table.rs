@@ -31,6 +31,8 @@ use std::sync::Arc;
 /// An open SST.
 pub(crate) struct Table {
     file: Arc<dyn RandomAccessFile>,
+    /// The whole file without copies, when the file system maps it; blocks are then slices of it.
+    map: Option<bytes::Bytes>,
     path: PathBuf,
     number: u64,
     cache: Option<Arc<BlockCache>>,
@@ -93,6 +95,7 @@ impl Table {
         }
 
         let mut table = Table {
+            map: file.mapped().filter(|m| m.len() as u64 == file.len()),
             file,
             path,
             number,
@@ -112,7 +115,7 @@ impl Table {
             .file
             .read_exact_at(meta_start, &mut meta)
             .ctx(|| format!("read {} at {meta_start}", table.path.display()))?;
-        let block_in_meta = |handle: BlockHandle| -> Result<Vec<u8>> {
+        let block_in_meta = |handle: BlockHandle| -> Result<bytes::Bytes> {
             // The layout check above keeps every handle inside `meta`; checked all the same.
             let rel = |at: u64| usize::try_from(at.checked_sub(meta_start)?).ok();
             let range = rel(handle.offset).zip(handle.end_with_trailer().and_then(rel));
@@ -121,7 +124,7 @@ impl Table {
                 .ok_or_else(|| {
                     Error::corruption(&table.path, handle.offset, "block outside the metadata")
                 })?;
-            decode_stored_block(bytes.to_vec()).map_err(|(at, what)| {
+            decode_stored_block(bytes::Bytes::copy_from_slice(bytes)).map_err(|(at, what)| {
                 Error::corruption(&table.path, handle.offset + at as u64, what)
             })
         };
@@ -134,7 +137,7 @@ impl Table {
         let filter = if footer.filter.size > 0 {
             let bytes = block_in_meta(footer.filter)?;
             Some(
-                Filter::new(bytes)
+                Filter::new(bytes.to_vec())
                     .map_err(|e| corrupt_in_block(&table.path, footer.filter.offset, e))?,
             )
         } else {
@@ -201,7 +204,7 @@ impl Table {
     }
 
     /// Reads one block and verifies its trailer; returns the decoded bytes.
-    fn read_block(&self, handle: BlockHandle) -> Result<Vec<u8>> {
+    fn read_block(&self, handle: BlockHandle) -> Result<bytes::Bytes> {
         let len = handle
             .size
             .checked_add(BLOCK_TRAILER_LEN as u64)
@@ -217,11 +220,18 @@ impl Table {
                 "block handle past the end of the file",
             ));
         }
-        let mut buf = vec![0u8; len];
-        self.file
-            .read_exact_at(handle.offset, &mut buf)
-            .ctx(|| format!("read {} at {}", self.path.display(), handle.offset))?;
-        decode_stored_block(buf)
+        let stored = match &self.map {
+            // In range: the map is exactly the file, checked against above.
+            Some(map) => map.slice(handle.offset as usize..handle.offset as usize + len),
+            None => {
+                let mut buf = vec![0u8; len];
+                self.file
+                    .read_exact_at(handle.offset, &mut buf)
+                    .ctx(|| format!("read {} at {}", self.path.display(), handle.offset))?;
+                bytes::Bytes::from(buf)
+            }
+        };
+        decode_stored_block(stored)
             .map_err(|(at, what)| Error::corruption(&self.path, handle.offset + at as u64, what))
     }
 
