@@ -42,6 +42,42 @@ pub(crate) struct Table {
     properties: Properties,
     // INVARIANT: every data block handle in the index ends (trailer included) at or before this.
     data_end: u64,
+    /// For a mapped table: which data blocks already passed their checksum (see [`VerifiedBlocks`]).
+    verified: Option<VerifiedBlocks>,
+}
+
+/// The data blocks of a memory-mapped table whose checksum was verified once.
+///
+/// A mapped block needs no read and no copy, so its checksum would dominate the cost of a lookup
+/// that misses the block cache. The bytes of an SST never change after it is written; like a block
+/// cache entry, a verified block is trusted for the table's lifetime (until it is reopened).
+struct VerifiedBlocks {
+    // INVARIANT: sorted; exactly the data block offsets of the index.
+    offsets: Vec<u64>,
+    bits: Vec<std::sync::atomic::AtomicU64>,
+}
+
+impl VerifiedBlocks {
+    fn new(offsets: Vec<u64>) -> VerifiedBlocks {
+        let bits = (0..offsets.len().div_ceil(64)).map(|_| Default::default()).collect();
+        VerifiedBlocks { offsets, bits }
+    }
+
+    /// The block's word and bit, if `offset` starts a data block.
+    fn slot(&self, offset: u64) -> Option<(&std::sync::atomic::AtomicU64, u64)> {
+        let i = self.offsets.binary_search(&offset).ok()?;
+        Some((self.bits.get(i / 64)?, 1u64 << (i % 64)))
+    }
+
+    fn contains(&self, offset: u64) -> bool {
+        self.slot(offset).is_some_and(|(w, bit)| w.load(std::sync::atomic::Ordering::Relaxed) & bit != 0)
+    }
+
+    fn insert(&self, offset: u64) {
+        if let Some((w, bit)) = self.slot(offset) {
+            w.fetch_or(bit, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 fn corrupt_in_block(path: &Path, block_offset: u64, (at, what): (usize, &'static str)) -> Error {
@@ -102,6 +138,7 @@ impl Table {
             cache,
             index: Arc::new(Block::empty()),
             index_handle: footer.index,
+            verified: None,
             filter: None,
             properties: Properties::default(),
             data_end: footer.filter.offset,
@@ -124,7 +161,7 @@ impl Table {
                 .ok_or_else(|| {
                     Error::corruption(&table.path, handle.offset, "block outside the metadata")
                 })?;
-            decode_stored_block(bytes::Bytes::copy_from_slice(bytes)).map_err(|(at, what)| {
+            decode_stored_block(bytes::Bytes::copy_from_slice(bytes), true).map_err(|(at, what)| {
                 Error::corruption(&table.path, handle.offset + at as u64, what)
             })
         };
@@ -146,7 +183,10 @@ impl Table {
         table.properties = properties;
         table.index = Arc::new(index);
         table.filter = filter;
-        table.check_index()?;
+        let offsets = table.check_index()?;
+        if table.map.is_some() {
+            table.verified = Some(VerifiedBlocks::new(offsets));
+        }
         let p = &table.properties;
         let filter_size = if footer.filter.size == 0 {
             0
@@ -166,14 +206,17 @@ impl Table {
     }
 
     /// Checks that the index lists data blocks back to back from offset 0 up to `data_end`.
-    fn check_index(&self) -> Result<()> {
+    /// Returns the offsets of the data blocks, in order.
+    fn check_index(&self) -> Result<Vec<u64>> {
         let at = self.index_handle.offset;
         let mut it = BlockIter::new(&*self.index);
         let (mut expected, mut count) = (0u64, 0u64);
+        let mut offsets = Vec::with_capacity(self.properties.num_data_blocks.min(1 << 20) as usize);
         it.seek_to_first();
         while it.valid() {
             let handle = BlockHandle::decode_exact(it.value())
                 .map_err(|w| Error::corruption(&self.path, at, w))?;
+            offsets.push(handle.offset);
             if handle.offset != expected {
                 return Err(Error::corruption(
                     &self.path,
@@ -200,7 +243,7 @@ impl Table {
                 "index does not cover the data blocks",
             ));
         }
-        Ok(())
+        Ok(offsets)
     }
 
     /// Reads one block and verifies its trailer; returns the decoded bytes.
@@ -231,8 +274,15 @@ impl Table {
                 bytes::Bytes::from(buf)
             }
         };
-        decode_stored_block(stored)
-            .map_err(|(at, what)| Error::corruption(&self.path, handle.offset + at as u64, what))
+        let trusted = self.verified.as_ref().is_some_and(|v| v.contains(handle.offset));
+        let block = decode_stored_block(stored, !trusted)
+            .map_err(|(at, what)| Error::corruption(&self.path, handle.offset + at as u64, what))?;
+        if !trusted {
+            if let Some(v) = &self.verified {
+                v.insert(handle.offset);
+            }
+        }
+        Ok(block)
     }
 
     /// A data block, from the block cache when there; read blocks are inserted when `fill_cache`.
