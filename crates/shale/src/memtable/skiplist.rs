@@ -1,95 +1,112 @@
-//! The plain memtable: a concurrent skiplist (`crossbeam-skiplist`) of internal keys.
+//! The plain memtable: an arena-allocated skiplist of internal keys (LevelDB / RocksDB style).
 //!
-//! Each entry is one allocation holding `internal key ++ value`; the skiplist orders entries by
-//! [`compare_internal`] on the key part. Inserts and reads are lock-free.
+//! Each entry is one node, one block of the memtable's [`Arena`], laid out as
+//!
+//! ```text
+//! next[h-1] .. next[1] next[0] | key_len u32 | value_len u32 | internal key | value
+//!                      ^ node pointer
+//! ```
+//!
+//! where `h` is the node's height (random, branching [`BRANCHING`], at most [`MAX_HEIGHT`]) and
+//! `next[i]` is an `AtomicPtr` to the following node at level `i`. The key sits right after
+//! `next[0]`, so a search step usually touches a single cache line of the node it compares. Nodes
+//! are ordered by [`crate::key::compare_internal`].
+//!
+//! Invariants:
+//! - At every level the list is sorted by `compare_internal`; level `i + 1` is a sublist of level `i`.
+//! - A node is never modified after it is published, except its `next` pointers, and is never
+//!   freed or moved before the memtable drops (the arena frees all nodes at once).
+//! - A node is fully initialized (lengths, key, value, its own `next` pointers) before any pointer
+//!   to it is stored where another thread can load it.
+//!
+//! Concurrency contract: inserts are serialized by the `writer` mutex (which also owns the arena);
+//! the engine already serializes them under its WAL lock, so the mutex is uncontended there.
+//! Readers (`get`, iterators) take no lock. The writer links a new node bottom-up with `Release`
+//! stores of the predecessors' `next` pointers; readers load `next` pointers with `Acquire`, so
+//! every node a reader reaches is fully initialized. A reader racing with an insert sees the new
+//! node at some levels and not others, which only changes how fast it finds its target. An
+//! iterator holds an `Arc` of the memtable, which keeps every node it can point at alive.
+
+#[path = "arena.rs"]
+mod arena;
 
 use super::{Memtable, MemtableGet};
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{self, compare_internal, SeqNo, ValueKind, TRAILER_LEN};
-use crossbeam_skiplist::set::Entry as SetEntry;
-use crossbeam_skiplist::SkipSet;
-use std::borrow::Borrow;
+use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, TRAILER_LEN};
+use arena::Arena;
+use parking_lot::Mutex;
 use std::cmp::Ordering;
-use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::mem::size_of;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
-/// Bytes charged per entry beyond its key and value: the skiplist node and tower.
-const NODE_OVERHEAD: usize = 64;
+/// The tallest tower a node may have. With [`BRANCHING`] 4, twelve levels index about 4^12 = 16M
+/// entries well, far more than a memtable holds.
+const MAX_HEIGHT: usize = 12;
 
-/// An internal key with internal-key ordering, so the set can be searched by a borrowed key.
-#[repr(transparent)]
-struct IKey([u8]);
+/// One node in `BRANCHING` at level `i` is also at level `i + 1`.
+const BRANCHING: u32 = 4;
 
-impl IKey {
-    fn new(bytes: &[u8]) -> &IKey {
-        // SAFETY: IKey is repr(transparent) over [u8], so the pointer cast keeps layout and lifetime.
-        unsafe { &*(bytes as *const [u8] as *const IKey) }
-    }
+/// The fixed part of a node; its tower lies just before it and its key and value just after.
+#[repr(C)]
+struct Node {
+    /// The next node at level 0 (null at the end of the list). Level `i` is `i` slots earlier.
+    next0: AtomicPtr<Node>,
+    /// Length of the internal key (user key + trailer).
+    key_len: u32,
+    value_len: u32,
 }
 
-impl PartialEq for IKey {
-    fn eq(&self, other: &IKey) -> bool {
-        self.0 == other.0
-    }
-}
-impl Eq for IKey {}
-impl PartialOrd for IKey {
-    fn partial_cmp(&self, other: &IKey) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for IKey {
-    fn cmp(&self, other: &IKey) -> Ordering {
-        compare_internal(&self.0, &other.0)
-    }
+/// Bytes from the node pointer to its key.
+const HEADER: usize = size_of::<Node>();
+const SLOT: usize = size_of::<AtomicPtr<Node>>();
+
+/// The state only inserts touch, guarded by the insert lock.
+struct Writer {
+    arena: Arena,
+    /// xorshift64 state for tower heights; never zero.
+    rng: u64,
 }
 
-/// One memtable entry: `internal key ++ value` in a single allocation.
-struct Record {
-    data: Box<[u8]>,
-    // INVARIANT: key_len <= data.len() and key_len >= TRAILER_LEN.
-    key_len: usize,
-}
-
-impl Record {
-    fn ikey(&self) -> &[u8] {
-        &self.data[..self.key_len]
-    }
-    fn value(&self) -> &[u8] {
-        &self.data[self.key_len..]
+impl Writer {
+    fn random_height(&mut self) -> usize {
+        let mut height = 1;
+        loop {
+            // xorshift64: a full-period generator, plenty for tower heights.
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            if height == MAX_HEIGHT || !((self.rng >> 32) as u32).is_multiple_of(BRANCHING) {
+                return height;
+            }
+            height += 1;
+        }
     }
 }
 
-impl Borrow<IKey> for Record {
-    fn borrow(&self) -> &IKey {
-        IKey::new(self.ikey())
-    }
-}
-impl PartialEq for Record {
-    fn eq(&self, other: &Record) -> bool {
-        self.ikey() == other.ikey()
-    }
-}
-impl Eq for Record {}
-impl PartialOrd for Record {
-    fn partial_cmp(&self, other: &Record) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Record {
-    fn cmp(&self, other: &Record) -> Ordering {
-        compare_internal(self.ikey(), other.ikey())
-    }
-}
-
-/// A memtable backed by a concurrent skiplist.
+/// A memtable backed by an arena skiplist. See the module documentation for the layout and the
+/// concurrency contract.
 pub struct SkipListMemtable {
-    set: SkipSet<Record>,
+    // INVARIANT: a node of height MAX_HEIGHT with an empty key, allocated in `writer.arena`; it
+    // sorts before every entry and is never compared.
+    head: NonNull<Node>,
+    // INVARIANT: 1 <= max_height <= MAX_HEIGHT, and every level at or above it is empty (null at
+    // the head). Readers may see a stale value, which is harmless either way.
+    max_height: AtomicUsize,
+    writer: Mutex<Writer>,
     bytes: AtomicUsize,
     len: AtomicUsize,
 }
+
+// SAFETY: the raw `head` pointer refers to memory owned by `writer.arena`, which lives as long as
+// the memtable. Shared access follows the module's contract: node memory is written only under the
+// `writer` lock before publication (a Release store) and read only after an Acquire load, or
+// through `next` atomics; nothing is freed before drop.
+unsafe impl Send for SkipListMemtable {}
+// SAFETY: see `Send` above; every `&self` method is safe to call from several threads at once.
+unsafe impl Sync for SkipListMemtable {}
 
 impl Default for SkipListMemtable {
     fn default() -> SkipListMemtable {
@@ -97,36 +114,307 @@ impl Default for SkipListMemtable {
     }
 }
 
+/// The size of a node of `height` with a key and value of the given lengths.
+fn node_size(height: usize, key_len: usize, value_len: usize) -> usize {
+    height * SLOT + size_of::<u32>() * 2 + key_len + value_len
+}
+
+/// Where the `next` pointer of `node` at `level` lives.
+///
+/// # Safety
+/// `node` points to a published (or being-built) node whose height is greater than `level`, with
+/// provenance over its whole block.
+#[inline]
+unsafe fn slot(node: *const Node, level: usize) -> *const AtomicPtr<Node> {
+    // SAFETY: the tower lies just below the node pointer, `level` slots down for level `level`,
+    // inside the node's block (caller's contract).
+    unsafe { (node as *const AtomicPtr<Node>).sub(level) }
+}
+
+/// The next node after `node` at `level`, loaded with Acquire so the node it returns is fully
+/// initialized.
+///
+/// # Safety
+/// As for [`slot`]; the node is initialized.
+#[inline]
+unsafe fn next(node: *const Node, level: usize) -> *mut Node {
+    // SAFETY: caller's contract; the slot holds an initialized AtomicPtr.
+    unsafe { (*slot(node, level)).load(AtomicOrdering::Acquire) }
+}
+
+/// The internal key of `node`.
+///
+/// # Safety
+/// `node` is a fully initialized entry node (not the head) that outlives `'a`.
+#[inline]
+unsafe fn node_key<'a>(node: *const Node) -> &'a [u8] {
+    // SAFETY: the key is `key_len` initialized bytes right after the header, never written again.
+    unsafe {
+        let len = (*node).key_len as usize;
+        std::slice::from_raw_parts((node as *const u8).add(HEADER), len)
+    }
+}
+
+/// The value of `node`.
+///
+/// # Safety
+/// As for [`node_key`].
+#[inline]
+unsafe fn node_value<'a>(node: *const Node) -> &'a [u8] {
+    // SAFETY: the value is `value_len` initialized bytes right after the key, never written again.
+    unsafe {
+        let key_len = (*node).key_len as usize;
+        let len = (*node).value_len as usize;
+        std::slice::from_raw_parts((node as *const u8).add(HEADER + key_len), len)
+    }
+}
+
+/// A search target split once into user key and trailer, as [`key::compare_internal`] splits it
+/// (a target shorter than a trailer has an empty user key and trailer 0).
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    user_key: &'a [u8],
+    trailer: u64,
+}
+
+impl<'a> Target<'a> {
+    fn new(ikey: &'a [u8]) -> Target<'a> {
+        Target {
+            user_key: key::user_key(ikey),
+            trailer: key::trailer(ikey),
+        }
+    }
+
+    /// `compare_internal(node's key, self)`.
+    ///
+    /// # Safety
+    /// As for [`node_key`].
+    #[inline]
+    unsafe fn compare_node(&self, node: *const Node) -> Ordering {
+        // SAFETY: caller's contract; entry keys always hold at least a trailer.
+        let (user_key, trailer) = unsafe {
+            let len = (*node).key_len as usize - TRAILER_LEN;
+            let start = (node as *const u8).add(HEADER);
+            let trailer = ptr::read_unaligned(start.add(len) as *const [u8; TRAILER_LEN]);
+            (
+                std::slice::from_raw_parts(start, len),
+                u64::from_le_bytes(trailer),
+            )
+        };
+        match compare_bytes(user_key, self.user_key) {
+            Ordering::Equal => self.trailer.cmp(&trailer),
+            other => other,
+        }
+    }
+}
+
+/// `a.cmp(b)`, eight bytes at a time: short keys then need no call into `memcmp`.
+#[inline]
+fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    let common = a.len().min(b.len());
+    let (mut a_rest, mut b_rest) = (&a[..common], &b[..common]);
+    while let (Some((a_word, a_tail)), Some((b_word, b_tail))) = (
+        a_rest.split_first_chunk::<8>(),
+        b_rest.split_first_chunk::<8>(),
+    ) {
+        let (x, y) = (u64::from_be_bytes(*a_word), u64::from_be_bytes(*b_word));
+        if x != y {
+            return x.cmp(&y);
+        }
+        (a_rest, b_rest) = (a_tail, b_tail);
+    }
+    a_rest.cmp(b_rest).then(a.len().cmp(&b.len()))
+}
+
+/// Hints the CPU to start loading the cache line at `p`; a search step calls it on the node after
+/// the one it is about to compare, so the next step's cache miss overlaps this one's work.
+#[inline(always)]
+fn prefetch(p: *const Node) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults and has no visible effect, whatever the
+    // address (null included).
+    #[allow(unused_unsafe)]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 impl SkipListMemtable {
     /// An empty memtable.
     pub fn new() -> SkipListMemtable {
+        let mut arena = Arena::new();
+        let block = arena.alloc(node_size(MAX_HEIGHT, 0, 0));
+        // SAFETY: the block holds MAX_HEIGHT slots and a header; the node pointer is the last
+        // slot, and every slot and the header are initialized here before anyone can read them.
+        let head = unsafe {
+            let head = block.as_ptr().add((MAX_HEIGHT - 1) * SLOT) as *mut Node;
+            for level in 0..MAX_HEIGHT {
+                ptr::write(
+                    slot(head, level) as *mut AtomicPtr<Node>,
+                    AtomicPtr::new(ptr::null_mut()),
+                );
+            }
+            ptr::addr_of_mut!((*head).key_len).write(0);
+            ptr::addr_of_mut!((*head).value_len).write(0);
+            NonNull::new_unchecked(head)
+        };
         SkipListMemtable {
-            set: SkipSet::new(),
-            bytes: AtomicUsize::new(0),
+            head,
+            max_height: AtomicUsize::new(1),
+            bytes: AtomicUsize::new(arena.used()),
+            writer: Mutex::new(Writer {
+                arena,
+                rng: 0x2545_f491_4f6c_dd1d,
+            }),
             len: AtomicUsize::new(0),
+        }
+    }
+
+    /// Searches top-down for the last node that sorts before `target` (before or equal when
+    /// `INCLUSIVE`), or the head when there is none. Returns it with the successor at level 0 that
+    /// the search loaded (the first node not before the target, or null). When `prev` is given,
+    /// `prev[i]` receives the last node before the target at each level below `max_height`.
+    #[inline]
+    fn find<const INCLUSIVE: bool>(
+        &self,
+        target: Target<'_>,
+        mut prev: Option<&mut [*mut Node; MAX_HEIGHT]>,
+    ) -> (*mut Node, *mut Node) {
+        let mut x = self.head.as_ptr();
+        let mut level = self.max_height.load(AtomicOrdering::Relaxed) - 1;
+        // The node the level above stopped at: known not to be before the target.
+        let mut stop: *mut Node = ptr::null_mut();
+        loop {
+            // SAFETY: `x` is the head or a node reached through an Acquire load at `level` or
+            // above, so its height exceeds `level` and it is initialized.
+            let next = unsafe { next(x, level) };
+            if !next.is_null() {
+                // SAFETY: `next` is initialized and at least `level + 1` high (reached at `level`).
+                prefetch(unsafe { (*slot(next, level)).load(AtomicOrdering::Relaxed) });
+            }
+            let before = !next.is_null()
+                && next != stop
+                // SAFETY: `next` came from an Acquire load, so it is a fully initialized entry
+                // node, alive as long as `self`.
+                && match unsafe { target.compare_node(next) } {
+                    Ordering::Less => true,
+                    Ordering::Equal => INCLUSIVE,
+                    Ordering::Greater => false,
+                };
+            if before {
+                x = next;
+                continue;
+            }
+            if let Some(prev) = prev.as_deref_mut() {
+                prev[level] = x;
+            }
+            if level == 0 {
+                return (x, next);
+            }
+            stop = next;
+            level -= 1;
+        }
+    }
+
+    /// The last node of the list, or the head when it is empty.
+    fn find_last(&self) -> *mut Node {
+        let mut x = self.head.as_ptr();
+        let mut level = self.max_height.load(AtomicOrdering::Relaxed) - 1;
+        loop {
+            // SAFETY: as in `find`.
+            let next = unsafe { next(x, level) };
+            if !next.is_null() {
+                x = next;
+            } else if level == 0 {
+                return x;
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// `node` itself, or null when it is the head.
+    fn entry(&self, node: *mut Node) -> *mut Node {
+        if node == self.head.as_ptr() {
+            ptr::null_mut()
+        } else {
+            node
         }
     }
 }
 
 impl Memtable for SkipListMemtable {
+    /// # Panics
+    /// When the internal key or the value is 4 GiB or longer (the engine caps values at 1 GiB).
     fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) {
         let key_len = user_key.len() + TRAILER_LEN;
-        let mut data = Vec::with_capacity(key_len + value.len());
-        key::append_internal_key(&mut data, user_key, seq, kind as u8);
-        data.extend_from_slice(value);
-        let charged = data.len() + NODE_OVERHEAD;
-        self.set.insert(Record {
-            data: data.into_boxed_slice(),
-            key_len,
-        });
-        self.bytes.fetch_add(charged, AtomicOrdering::Relaxed);
+        let key_len32 = u32::try_from(key_len).expect("memtable key under 4 GiB");
+        let value_len32 = u32::try_from(value.len()).expect("memtable value under 4 GiB");
+        let trailer = key::pack_trailer(seq, kind as u8);
+        let target = Target { user_key, trailer };
+
+        let mut writer = self.writer.lock();
+        let height = writer.random_height();
+        let mut prev = [self.head.as_ptr(); MAX_HEIGHT];
+        let (_, successor) = self.find::<false>(target, Some(&mut prev));
+        // SAFETY: `successor` is null or an initialized entry node (from an Acquire load).
+        debug_assert!(
+            successor.is_null() || unsafe { target.compare_node(successor) } != Ordering::Equal,
+            "memtable entry inserted twice"
+        );
+
+        let block = writer.arena.alloc(node_size(height, key_len, value.len()));
+        // SAFETY: the block is fresh, private to this insert (we hold the lock and nothing points
+        // to it yet) and sized for `height` slots, the header, the key and the value. Every
+        // `prev[i]` is the head or a published node of height > i (it was reached at level i),
+        // and only this thread writes `next` pointers (the lock). Each node is initialized
+        // completely before the Release stores publish it, bottom-up.
+        unsafe {
+            let node = block.as_ptr().add((height - 1) * SLOT) as *mut Node;
+            ptr::addr_of_mut!((*node).key_len).write(key_len32);
+            ptr::addr_of_mut!((*node).value_len).write(value_len32);
+            let data = (node as *mut u8).add(HEADER);
+            ptr::copy_nonoverlapping(user_key.as_ptr(), data, user_key.len());
+            ptr::copy_nonoverlapping(
+                trailer.to_le_bytes().as_ptr(),
+                data.add(user_key.len()),
+                TRAILER_LEN,
+            );
+            ptr::copy_nonoverlapping(value.as_ptr(), data.add(key_len), value.len());
+            for (level, &p) in prev.iter().enumerate().take(height) {
+                let after = (*slot(p, level)).load(AtomicOrdering::Relaxed);
+                ptr::write(
+                    slot(node, level) as *mut AtomicPtr<Node>,
+                    AtomicPtr::new(after),
+                );
+            }
+            for (level, &p) in prev.iter().enumerate().take(height) {
+                (*slot(p, level)).store(node, AtomicOrdering::Release);
+            }
+        }
+        if height > self.max_height.load(AtomicOrdering::Relaxed) {
+            self.max_height.store(height, AtomicOrdering::Relaxed);
+        }
+        self.bytes
+            .store(writer.arena.used(), AtomicOrdering::Relaxed);
         self.len.fetch_add(1, AtomicOrdering::Relaxed);
     }
 
     fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemtableGet> {
-        let target = key::seek_key(user_key, snapshot);
-        let entry = self.set.lower_bound(Bound::Included(IKey::new(&target)))?;
-        let parsed = key::parse_internal_key(entry.value().ikey())?;
+        let target = Target {
+            user_key,
+            trailer: key::pack_trailer(snapshot, KIND_FOR_SEEK),
+        };
+        let (_, node) = self.find::<false>(target, None);
+        if node.is_null() {
+            return None;
+        }
+        // SAFETY: `node` came from an Acquire load: an initialized entry node living as long as
+        // `self`.
+        let (ikey, value) = unsafe { (node_key(node), node_value(node)) };
+        let parsed = key::parse_internal_key(ikey)?;
         if parsed.user_key != user_key {
             return None;
         }
@@ -135,14 +423,14 @@ impl Memtable for SkipListMemtable {
             kind => MemtableGet::Found {
                 kind,
                 seq: parsed.seq,
-                value: entry.value().value().to_vec(),
+                value: value.to_vec(),
             },
         })
     }
 
     fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
         Box::new(SkipListIter {
-            current: None,
+            current: ptr::null_mut(),
             table: self,
         })
     }
@@ -158,57 +446,59 @@ impl Memtable for SkipListMemtable {
 
 /// A cursor over a skiplist memtable. Holds the memtable alive.
 struct SkipListIter {
-    // Declared before `table` so it is dropped first.
-    // INVARIANT: the 'static lifetime is a lie bounded by `table`, which owns the set the entry
-    // points into and outlives it.
-    current: Option<SetEntry<'static, Record>>,
+    // INVARIANT: null (not valid) or an initialized entry node of `table`, reached through an
+    // Acquire load; `table` keeps it alive.
+    current: *mut Node,
     table: Arc<SkipListMemtable>,
 }
 
-impl SkipListIter {
-    fn set(&self) -> &'static SkipSet<Record> {
-        // SAFETY: the set lives inside `self.table` (an Arc we hold for as long as any entry we
-        // derive from it); entries are dropped before the Arc (field order), so no entry outlives
-        // the set.
-        unsafe { &*(&self.table.set as *const SkipSet<Record>) }
-    }
-}
+// SAFETY: `current` points into memory owned by `table` (shared through the Arc, which is Send and
+// Sync); the node is immutable apart from its atomic `next` pointers.
+unsafe impl Send for SkipListIter {}
 
 impl InternalIterator for SkipListIter {
     fn valid(&self) -> bool {
-        self.current.is_some()
+        !self.current.is_null()
     }
     fn seek_to_first(&mut self) {
-        self.current = self.set().front();
+        // SAFETY: the head is initialized and has every level.
+        self.current = unsafe { next(self.table.head.as_ptr(), 0) };
     }
     fn seek_to_last(&mut self) {
-        self.current = self.set().back();
+        self.current = self.table.entry(self.table.find_last());
     }
     fn seek(&mut self, target: &[u8]) {
-        self.current = self.set().lower_bound(Bound::Included(IKey::new(target)));
+        self.current = self.table.find::<false>(Target::new(target), None).1;
     }
     fn seek_for_prev(&mut self, target: &[u8]) {
-        self.current = self.set().upper_bound(Bound::Included(IKey::new(target)));
+        let (last, _) = self.table.find::<true>(Target::new(target), None);
+        self.current = self.table.entry(last);
     }
     fn next(&mut self) {
-        self.current = self.current.as_ref().and_then(|e| e.next());
+        if self.valid() {
+            // SAFETY: `current` is an initialized node (invariant); every node has level 0.
+            self.current = unsafe { next(self.current, 0) };
+        }
     }
     fn prev(&mut self) {
-        self.current = self.current.as_ref().and_then(|e| e.prev());
+        if !self.valid() {
+            return;
+        }
+        // Like LevelDB: nodes have no back pointers, so search for the last node before this one.
+        let key = self.key();
+        let (before, _) = self.table.find::<false>(Target::new(key), None);
+        self.current = self.table.entry(before);
     }
     fn key(&self) -> &[u8] {
-        self.current
-            .as_ref()
-            .expect("valid iterator")
-            .value()
-            .ikey()
+        assert!(self.valid(), "key on an invalid memtable iterator");
+        // SAFETY: `current` is an initialized entry node kept alive by `self.table` (invariant),
+        // which outlives the borrow of `self`.
+        unsafe { node_key(self.current) }
     }
     fn value(&self) -> &[u8] {
-        self.current
-            .as_ref()
-            .expect("valid iterator")
-            .value()
-            .value()
+        assert!(self.valid(), "value on an invalid memtable iterator");
+        // SAFETY: as in `key`.
+        unsafe { node_value(self.current) }
     }
     fn status(&self) -> Result<()> {
         Ok(())
@@ -216,60 +506,5 @@ impl InternalIterator for SkipListIter {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn get_returns_newest_visible_version() {
-        let m = SkipListMemtable::new();
-        m.insert(b"a", 1, ValueKind::Value, b"one");
-        m.insert(b"a", 3, ValueKind::Value, b"three");
-        m.insert(b"a", 5, ValueKind::Deletion, b"");
-        m.insert(b"b", 2, ValueKind::Value, b"bee");
-        assert_eq!(m.get(b"a", 0), None);
-        assert_eq!(
-            m.get(b"a", 2),
-            Some(MemtableGet::Found {
-                kind: ValueKind::Value,
-                seq: 1,
-                value: b"one".to_vec()
-            })
-        );
-        assert_eq!(
-            m.get(b"a", 4),
-            Some(MemtableGet::Found {
-                kind: ValueKind::Value,
-                seq: 3,
-                value: b"three".to_vec()
-            })
-        );
-        assert_eq!(m.get(b"a", 9), Some(MemtableGet::Deleted { seq: 5 }));
-        assert_eq!(m.get(b"c", 9), None);
-        assert_eq!(m.len(), 4);
-    }
-
-    #[test]
-    fn iterator_walks_both_directions() {
-        let m = Arc::new(SkipListMemtable::new());
-        for (i, k) in [b"d", b"b", b"a", b"c"].iter().enumerate() {
-            m.insert(*k, i as u64 + 1, ValueKind::Value, *k);
-        }
-        let mut it = m.clone().iter();
-        it.seek_to_first();
-        let mut forward = Vec::new();
-        while it.valid() {
-            forward.push(key::user_key(it.key()).to_vec());
-            it.next();
-        }
-        assert_eq!(
-            forward,
-            vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]
-        );
-        it.seek_for_prev(&key::seek_key(b"c", key::MAX_SEQNO));
-        assert_eq!(key::user_key(it.key()), b"b");
-        it.prev();
-        assert_eq!(key::user_key(it.key()), b"a");
-        it.prev();
-        assert!(!it.valid());
-    }
-}
+#[path = "skiplist_tests.rs"]
+mod tests;

@@ -1,0 +1,361 @@
+//! Tests of the arena skiplist memtable: behaviour, a model test against a `BTreeMap`, and readers
+//! racing with writers.
+
+use super::arena::CHUNK_SIZE;
+use super::*;
+use crate::key::{compare_internal, MAX_SEQNO};
+use proptest::prelude::*;
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+
+#[test]
+fn get_returns_newest_visible_version() {
+    let m = SkipListMemtable::new();
+    m.insert(b"a", 1, ValueKind::Value, b"one");
+    m.insert(b"a", 3, ValueKind::Value, b"three");
+    m.insert(b"a", 5, ValueKind::Deletion, b"");
+    m.insert(b"b", 2, ValueKind::Value, b"bee");
+    assert_eq!(m.get(b"a", 0), None);
+    assert_eq!(
+        m.get(b"a", 2),
+        Some(MemtableGet::Found {
+            kind: ValueKind::Value,
+            seq: 1,
+            value: b"one".to_vec()
+        })
+    );
+    assert_eq!(
+        m.get(b"a", 4),
+        Some(MemtableGet::Found {
+            kind: ValueKind::Value,
+            seq: 3,
+            value: b"three".to_vec()
+        })
+    );
+    assert_eq!(m.get(b"a", 9), Some(MemtableGet::Deleted { seq: 5 }));
+    assert_eq!(m.get(b"c", 9), None);
+    assert_eq!(m.len(), 4);
+}
+
+#[test]
+fn iterator_walks_both_directions() {
+    let m = Arc::new(SkipListMemtable::new());
+    for (i, k) in [b"d", b"b", b"a", b"c"].iter().enumerate() {
+        m.insert(*k, i as u64 + 1, ValueKind::Value, *k);
+    }
+    let mut it = m.clone().iter();
+    it.seek_to_first();
+    let mut forward = Vec::new();
+    while it.valid() {
+        forward.push(key::user_key(it.key()).to_vec());
+        it.next();
+    }
+    assert_eq!(
+        forward,
+        vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]
+    );
+    it.seek_for_prev(&key::seek_key(b"c", key::MAX_SEQNO));
+    assert_eq!(key::user_key(it.key()), b"b");
+    it.prev();
+    assert_eq!(key::user_key(it.key()), b"a");
+    it.prev();
+    assert!(!it.valid());
+}
+
+#[test]
+fn empty_memtable_has_no_entries() {
+    let m = Arc::new(SkipListMemtable::new());
+    assert!(m.is_empty());
+    assert_eq!(m.get(b"", MAX_SEQNO), None);
+    let mut it = m.clone().iter();
+    it.seek_to_first();
+    assert!(!it.valid());
+    it.seek_to_last();
+    assert!(!it.valid());
+    it.seek(b"");
+    assert!(!it.valid());
+    it.seek_for_prev(&key::seek_key(b"zz", 0));
+    assert!(!it.valid());
+}
+
+#[test]
+fn large_values_empty_keys_and_empty_values_round_trip() {
+    let m = Arc::new(SkipListMemtable::new());
+    let huge = vec![7u8; CHUNK_SIZE * 2 + 3];
+    let quarter = vec![9u8; CHUNK_SIZE / 4 + 1];
+    let entries: Vec<(&[u8], &[u8])> = vec![
+        (b"", b""),
+        (b"big", &huge),
+        (b"empty-value", b""),
+        (b"quarter", &quarter),
+        (b"small", b"s"),
+    ];
+    for (i, (k, v)) in entries.iter().enumerate() {
+        m.insert(k, i as u64 + 1, ValueKind::Value, v);
+    }
+    // Small entries after the large ones still go to the shared chunk.
+    m.insert(b"zz", 10, ValueKind::Deletion, b"");
+    for (i, (k, v)) in entries.iter().enumerate() {
+        assert_eq!(
+            m.get(k, MAX_SEQNO),
+            Some(MemtableGet::Found {
+                kind: ValueKind::Value,
+                seq: i as u64 + 1,
+                value: v.to_vec()
+            })
+        );
+    }
+    assert_eq!(
+        m.get(b"zz", MAX_SEQNO),
+        Some(MemtableGet::Deleted { seq: 10 })
+    );
+    let payload: usize = entries.iter().map(|(k, v)| k.len() + v.len()).sum();
+    assert!(m.approximate_bytes() >= payload);
+    // The huge and quarter values are charged once each, not a whole chunk per entry.
+    assert!(m.approximate_bytes() < payload + 4096);
+
+    let mut it = m.clone().iter();
+    it.seek_to_first();
+    assert_eq!(it.key(), key::internal_key(b"", 1, ValueKind::Value));
+    assert_eq!(it.value(), b"");
+    it.next();
+    assert_eq!(it.value(), &huge[..]);
+    it.seek_to_last();
+    assert_eq!(key::user_key(it.key()), b"zz");
+}
+
+#[test]
+fn approximate_bytes_tracks_entry_sizes_not_chunks() {
+    let m = SkipListMemtable::new();
+    let before = m.approximate_bytes();
+    assert!(before < 256);
+    m.insert(b"key", 1, ValueKind::Value, &[0; 100]);
+    let one = m.approximate_bytes() - before;
+    assert!((111..=111 + MAX_HEIGHT * 8 + 16).contains(&one), "{one}");
+}
+
+/// The model's order for internal keys: user key ascending, then trailer descending.
+type ModelKey = (Vec<u8>, Reverse<u64>);
+
+fn model_key(ikey: &[u8]) -> ModelKey {
+    (key::user_key(ikey).to_vec(), Reverse(key::trailer(ikey)))
+}
+
+fn ikey_of(k: &ModelKey) -> Vec<u8> {
+    let mut ikey = k.0.clone();
+    ikey.extend_from_slice(&k.1 .0.to_le_bytes());
+    ikey
+}
+
+fn collect_forward(it: &mut dyn InternalIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    it.seek_to_first();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next();
+    }
+    out
+}
+
+fn small_key() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(0u8..4, 0..4)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn memtable_matches_a_btreemap_model(
+        puts in proptest::collection::vec((small_key(), 0u8..3, proptest::collection::vec(any::<u8>(), 0..20)), 0..300),
+        probes in proptest::collection::vec((small_key(), 0u64..320, any::<bool>()), 1..60),
+    ) {
+        let m = Arc::new(SkipListMemtable::new());
+        let mut model: BTreeMap<ModelKey, Vec<u8>> = BTreeMap::new();
+        for (i, (k, kind, v)) in puts.iter().enumerate() {
+            let seq = i as u64 + 1;
+            let kind = ValueKind::from_u8(*kind).unwrap();
+            m.insert(k, seq, kind, v);
+            model.insert((k.clone(), Reverse(key::pack_trailer(seq, kind as u8))), v.clone());
+        }
+        prop_assert_eq!(m.len(), model.len());
+
+        let expected: Vec<(Vec<u8>, Vec<u8>)> =
+            model.iter().map(|(k, v)| (ikey_of(k), v.clone())).collect();
+        let mut it = m.clone().iter();
+        prop_assert_eq!(collect_forward(&mut *it), expected.clone());
+        let mut backward = Vec::new();
+        it.seek_to_last();
+        while it.valid() {
+            backward.push((it.key().to_vec(), it.value().to_vec()));
+            it.prev();
+        }
+        backward.reverse();
+        prop_assert_eq!(backward, expected);
+
+        for (k, snapshot, step) in probes {
+            let target = key::seek_key(&k, snapshot);
+            let t = model_key(&target);
+            // get: the newest entry of `k` at or below the snapshot.
+            let want = model.range(t.clone()..).next().filter(|(mk, _)| mk.0 == k).map(|(mk, v)| {
+                let ikey = ikey_of(mk);
+                let parsed = key::parse_internal_key(&ikey).unwrap();
+                match parsed.kind {
+                    ValueKind::Deletion => MemtableGet::Deleted { seq: parsed.seq },
+                    kind => MemtableGet::Found { kind, seq: parsed.seq, value: v.clone() },
+                }
+            });
+            prop_assert_eq!(m.get(&k, snapshot), want);
+
+            // seek: first >= target, then one step.
+            let mut after = model.range(t.clone()..).map(|(mk, _)| ikey_of(mk));
+            it.seek(&target);
+            prop_assert_eq!(it.valid().then(|| it.key().to_vec()), after.next());
+            if it.valid() {
+                if step { it.next() } else { it.prev() }
+                let want = if step {
+                    after.next()
+                } else {
+                    model.range(..t.clone()).next_back().map(|(mk, _)| ikey_of(mk))
+                };
+                prop_assert_eq!(it.valid().then(|| it.key().to_vec()), want);
+            }
+
+            // seek_for_prev: last <= target, then one step.
+            let mut before = model.range(..=t.clone()).rev().map(|(mk, _)| ikey_of(mk));
+            it.seek_for_prev(&target);
+            prop_assert_eq!(it.valid().then(|| it.key().to_vec()), before.next());
+            if it.valid() {
+                if step { it.next() } else { it.prev() }
+                let want = if step {
+                    model.range((std::ops::Bound::Excluded(t.clone()), std::ops::Bound::Unbounded))
+                        .next().map(|(mk, _)| ikey_of(mk))
+                } else {
+                    before.next()
+                };
+                prop_assert_eq!(it.valid().then(|| it.key().to_vec()), want);
+            }
+        }
+    }
+}
+
+/// Writers insert known keys while readers iterate: every iteration is strictly increasing and
+/// contains every key whose insert finished before the iterator was created.
+#[test]
+fn readers_see_a_consistent_list_while_writers_insert() {
+    const WRITERS: usize = 2;
+    const READERS: usize = 3;
+    const PER_WRITER: usize = 20_000;
+    let m = Arc::new(SkipListMemtable::new());
+    // Writer w inserts keys ((i * 7919 + w) mod ..), scattered across the key space.
+    let keys: Vec<Vec<Vec<u8>>> = (0..WRITERS)
+        .map(|w| {
+            (0..PER_WRITER)
+                .map(|i| {
+                    let k = ((i as u64 * 7919) % PER_WRITER as u64) * WRITERS as u64 + w as u64;
+                    k.to_be_bytes().to_vec()
+                })
+                .collect()
+        })
+        .collect();
+    let keys = Arc::new(keys);
+    let done: Arc<Vec<AtomicUsize>> = Arc::new((0..WRITERS).map(|_| AtomicUsize::new(0)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (m, keys, done) = (m.clone(), keys.clone(), done.clone());
+            std::thread::spawn(move || {
+                for (i, k) in keys[w].iter().enumerate() {
+                    m.insert(k, (i * WRITERS + w) as u64 + 1, ValueKind::Value, &k[4..]);
+                    done[w].store(i + 1, AtomicOrdering::Release);
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..READERS)
+        .map(|_| {
+            let (m, keys, done, stop) = (m.clone(), keys.clone(), done.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut passes = 0;
+                loop {
+                    let finished = stop.load(AtomicOrdering::Acquire);
+                    let seen: Vec<usize> = done
+                        .iter()
+                        .map(|d| d.load(AtomicOrdering::Acquire))
+                        .collect();
+                    let mut it = m.clone().iter();
+                    let mut got: Vec<Vec<u8>> = Vec::new();
+                    it.seek_to_first();
+                    while it.valid() {
+                        let k = it.key();
+                        if let Some(last) = got.last() {
+                            assert_eq!(compare_internal(last, k), Ordering::Less);
+                        }
+                        assert_eq!(it.value(), &key::user_key(k)[4..]);
+                        got.push(k.to_vec());
+                        it.next();
+                    }
+                    let mut users: Vec<&[u8]> = got.iter().map(|k| key::user_key(k)).collect();
+                    users.dedup();
+                    for (w, &n) in seen.iter().enumerate() {
+                        for k in &keys[w][..n] {
+                            assert!(users.binary_search(&&k[..]).is_ok(), "missing key");
+                        }
+                    }
+                    passes += 1;
+                    if finished {
+                        return passes;
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, AtomicOrdering::Release);
+    for r in readers {
+        assert!(r.join().unwrap() >= 1);
+    }
+    assert_eq!(m.len(), WRITERS * PER_WRITER);
+}
+
+/// Gets racing with inserts find every key whose insert finished before the get began.
+#[test]
+fn gets_see_every_finished_insert() {
+    const N: u64 = 30_000;
+    let m = Arc::new(SkipListMemtable::new());
+    let done = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let (m, done) = (m.clone(), done.clone());
+        std::thread::spawn(move || {
+            for i in 0..N {
+                let k = (i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes();
+                m.insert(&k, i + 1, ValueKind::Value, &k);
+                done.store(i as usize + 1, AtomicOrdering::Release);
+            }
+        })
+    };
+    let mut probe = 0u64;
+    loop {
+        let n = done.load(AtomicOrdering::Acquire) as u64;
+        if n > 0 {
+            let i = probe % n;
+            probe = probe.wrapping_add(7);
+            let k = (i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes();
+            assert_eq!(
+                m.get(&k, MAX_SEQNO),
+                Some(MemtableGet::Found {
+                    kind: ValueKind::Value,
+                    seq: i + 1,
+                    value: k.to_vec()
+                })
+            );
+        }
+        if n == N {
+            break;
+        }
+    }
+    writer.join().unwrap();
+}
