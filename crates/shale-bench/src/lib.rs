@@ -9,13 +9,14 @@
 //! Layout: `props` (configuration), `generator` and `rng` (YCSB's distributions), `record`
 //! (keys and verifiable values), `workload` (what clients do), `runner` and `measure` (threads,
 //! throttling, latency histograms, YCSB-cpp's lines), `backend` (engines), `app` (the main
-//! mode), `compare`, `cpucheck`, `plot` and `tracegen` (the subcommands).
+//! mode), `compare`, `cpucheck`, `dbbench`, `plot` and `tracegen` (the subcommands).
 
 pub mod app;
 pub mod backend;
 pub mod cli;
 pub mod compare;
 pub mod cpucheck;
+pub mod dbbench;
 pub mod error;
 pub mod fmt;
 pub mod generator;

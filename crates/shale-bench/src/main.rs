@@ -1,7 +1,7 @@
 //! The `shale-bench` binary: parses the command line and dispatches.
 
 use shale_bench::cli::{self, Command};
-use shale_bench::{app, compare, plot, tracegen, ErrorKind};
+use shale_bench::{app, compare, dbbench, plot, tracegen, ErrorKind};
 use std::process::ExitCode;
 
 /// Exit status for configuration and usage errors.
@@ -11,6 +11,10 @@ const EXIT_FAILURE: u8 = 1;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // `dbbench` takes db_bench-style double-dash flags and parses them itself.
+    if args.first().map(String::as_str) == Some("dbbench") {
+        return exit_code(dbbench::run_command(&args[1..]));
+    }
     let result = cli::parse(&args).and_then(|cmd| match cmd {
         Command::Help => {
             print!("{}", cli::USAGE);
@@ -32,6 +36,11 @@ fn main() -> ExitCode {
         Command::GenTrace(g) => tracegen::run_gen_trace(&g).map(|()| true),
         Command::Plot(p) => plot::run_plot(&p).map(|()| true),
     });
+    exit_code(result)
+}
+
+/// The exit status for a command's outcome; prints the error, if any.
+fn exit_code(result: shale_bench::Result<bool>) -> ExitCode {
     match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(EXIT_FAILURE),
