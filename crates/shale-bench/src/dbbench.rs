@@ -55,7 +55,7 @@ pub const MAX_BACKGROUND_JOBS: u32 = 2;
 pub const USAGE: &str = "\
 Usage:
   shale-bench dbbench [--num N] [--value-size 100] [--key-size 16] [--rounds 3] [--threads 1]
-                      [--dir DIR] [--db-bench PATH] [--out FILE.md] [--shale-only]
+                      [--dir DIR] [--db-bench PATH] [--db-bench-arg ARG]... [--out FILE.md] [--shale-only]
                       [--cpucheck SECS] [--seed N]
 
 Runs db_bench's fillrandom, readrandom (warm) and overwrite on Shale and, alternating over
@@ -71,6 +71,7 @@ and reports per benchmark the ops/s of every round, medians, p50/p99/p99.9 and S
   --threads N      client threads on both sides; each does N operations [1]
   --dir DIR        parent of the database directories [a new directory in the temp dir]
   --db-bench PATH  the db_bench binary [db_bench, from PATH; Debian package rocksdb-tools]
+  --db-bench-arg A one more argument for db_bench, e.g. --db-bench-arg=--bloom_bits=10 (repeatable)
   --out FILE.md    also write the report there (and the raw figures to FILE.json)
   --shale-only     run Shale alone
   --cpucheck SECS  seconds of `sysbench cpu --threads=2` before each round; 0 skips it [5]
@@ -94,6 +95,8 @@ pub struct DbBenchArgs {
     pub dir: Option<PathBuf>,
     /// The db_bench binary.
     pub db_bench: String,
+    /// Extra arguments for db_bench, after the standard ones (e.g. `--bloom_bits=10`).
+    pub db_bench_extra: Vec<String>,
     /// Markdown report file.
     pub out: Option<PathBuf>,
     /// Run Shale alone.
@@ -116,6 +119,7 @@ impl Default for DbBenchArgs {
             threads: 1,
             dir: None,
             db_bench: DEFAULT_DB_BENCH.to_string(),
+            db_bench_extra: Vec::new(),
             out: None,
             shale_only: false,
             cpucheck_secs: DEFAULT_CPUCHECK_SECS,
@@ -180,6 +184,7 @@ pub fn parse_args(args: &[String]) -> Result<Option<DbBenchArgs>> {
             "seed" => a.seed = number(&flag, &v, 0)?,
             "dir" => a.dir = Some(PathBuf::from(v)),
             "db-bench" => a.db_bench = v,
+            "db-bench-arg" => a.db_bench_extra.push(v),
             "out" => a.out = Some(PathBuf::from(v)),
             "worker" => a.worker = Some(PathBuf::from(v)),
             _ => return Err(Error::usage(format!("unknown option '{arg}' for dbbench"))),
@@ -202,6 +207,7 @@ pub fn db_bench_command_args(args: &DbBenchArgs, db: &Path) -> Vec<String> {
     if args.threads != 1 {
         v.push(format!("--threads={}", args.threads));
     }
+    v.extend(args.db_bench_extra.iter().cloned());
     v.push(format!("--db={}", db.display()));
     v
 }

@@ -204,6 +204,9 @@ fn flush_recovered(inner: &DbInner, mem: &mut Arc<dyn Memtable>, edit: &mut Vers
     let number = inner.state.lock().versions.new_file_number();
     let full = std::mem::replace(mem, memtable::new_memtable(&inner.options));
     if let Some(meta) = background::write_level0(inner, full, number, Vec::new())? {
+        let c = &inner.counters;
+        c.flush_bytes_written.fetch_add(meta.file_size, std::sync::atomic::Ordering::Relaxed);
+        c.flushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         edit.new_files.push((0, meta));
     }
     Ok(())
