@@ -5,7 +5,9 @@
 use shale::{Db, Durability, Options, WriteBatch, WriteOptions};
 
 fn main() -> shale::Result<()> {
-    let dir = std::env::args().nth(1).unwrap_or_else(|| "shale-data".to_owned());
+    let dir = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "shale-data".to_owned());
     let db = Db::open(&dir, Options::default())?;
     println!("opened {dir}");
 
@@ -15,20 +17,34 @@ fn main() -> shale::Result<()> {
         batch.put(format!("user:{i:04}"), format!("{{\"id\":{i}}}"));
     }
     batch.delete(b"user:0007");
-    db.write(batch, &WriteOptions { durability: Durability::Sync })?;
+    db.write(
+        batch,
+        &WriteOptions {
+            durability: Durability::Sync,
+        },
+    )?;
     println!("wrote 1001 keys (one synced batch)");
 
     let value = db.get(b"greeting")?.expect("just written");
     println!("greeting = {}", String::from_utf8_lossy(&value));
-    let first: Vec<String> =
-        db.prefix(b"user:").take(3).map(|r| r.map(|(k, _)| String::from_utf8_lossy(&k).into_owned())).collect::<shale::Result<_>>()?;
+    let first: Vec<String> = db
+        .prefix(b"user:")
+        .take(3)
+        .map(|r| r.map(|(k, _)| String::from_utf8_lossy(&k).into_owned()))
+        .collect::<shale::Result<_>>()?;
     println!("first users: {first:?}");
     db.close()?;
 
     let db = Db::open(&dir, Options::default())?;
     let count = db.prefix(b"user:").count();
-    println!("reopened: {count} users, user:0007 is {:?}", db.get(b"user:0007")?);
+    println!(
+        "reopened: {count} users, user:0007 is {:?}",
+        db.get(b"user:0007")?
+    );
     let s = db.stats();
-    println!("stats: {} user bytes written, {} bytes on disk", s.user_bytes_written, s.on_disk_bytes);
+    println!(
+        "stats: {} user bytes written, {} bytes on disk",
+        s.user_bytes_written, s.on_disk_bytes
+    );
     db.close()
 }

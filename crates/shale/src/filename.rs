@@ -94,7 +94,10 @@ mod tests {
             (lock(dir), FileKind::Lock),
             (temp(dir, 3), FileKind::Temp(3)),
         ] {
-            assert_eq!(parse(path.file_name().unwrap().to_str().unwrap()), Some(kind));
+            assert_eq!(
+                parse(path.file_name().unwrap().to_str().unwrap()),
+                Some(kind)
+            );
         }
         assert_eq!(parse("notes.txt"), None);
         assert_eq!(parse("MANIFEST-"), None);

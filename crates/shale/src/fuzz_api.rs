@@ -22,7 +22,11 @@ pub fn manifest_edit(data: &[u8]) {
 
 /// Replays `data` as a whole MANIFEST: framing, then each record as an edit.
 pub fn manifest_replay(data: &[u8]) {
-    let mut reader = crate::wal::LogReader::new(data.to_vec(), "fuzz-MANIFEST".into(), TailPolicy::CutTornTailOnly);
+    let mut reader = crate::wal::LogReader::new(
+        data.to_vec(),
+        "fuzz-MANIFEST".into(),
+        TailPolicy::CutTornTailOnly,
+    );
     while let Ok(Some((_, record))) = reader.next_record() {
         crate::version::edit::fuzz_decode(record);
     }

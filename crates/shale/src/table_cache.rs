@@ -25,8 +25,20 @@ struct Inner {
 }
 
 impl TableCache {
-    pub(crate) fn new(dir: PathBuf, fs: Arc<dyn Fs>, capacity: usize, block_cache: Option<Arc<BlockCache>>) -> TableCache {
-        TableCache { inner: Arc::new(Inner { dir, fs, tables: quick_cache::sync::Cache::new(capacity), block_cache }) }
+    pub(crate) fn new(
+        dir: PathBuf,
+        fs: Arc<dyn Fs>,
+        capacity: usize,
+        block_cache: Option<Arc<BlockCache>>,
+    ) -> TableCache {
+        TableCache {
+            inner: Arc::new(Inner {
+                dir,
+                fs,
+                tables: quick_cache::sync::Cache::new(capacity),
+                block_cache,
+            }),
+        }
     }
 
     /// The open table `number`, opening it on a miss.
@@ -38,7 +50,10 @@ impl TableCache {
         let inner = &self.inner;
         inner.tables.get_or_insert_with(&number, || {
             let path = filename::table(&inner.dir, number);
-            let file = inner.fs.open(&path).ctx(|| format!("open {}", path.display()))?;
+            let file = inner
+                .fs
+                .open(&path)
+                .ctx(|| format!("open {}", path.display()))?;
             Table::open(file, path, number, inner.block_cache.clone()).map(Arc::new)
         })
     }

@@ -5,7 +5,10 @@ use shale::{Db, Durability, ErrorKind, Options, WriteBatch, WriteOptions};
 use std::sync::Arc;
 
 fn mem_options(fs: &MemFs) -> Options {
-    Options { fs: Arc::new(fs.clone()), ..Options::default() }
+    Options {
+        fs: Arc::new(fs.clone()),
+        ..Options::default()
+    }
 }
 
 #[test]
@@ -51,9 +54,18 @@ fn write_batch_is_atomic_and_ordered() {
     let fs = MemFs::new();
     let db = Db::open("/db", mem_options(&fs)).unwrap();
     let mut b = WriteBatch::new();
-    b.put(b"a", b"1").put(b"b", b"2").delete(b"a").put(b"c", b"3");
+    b.put(b"a", b"1")
+        .put(b"b", b"2")
+        .delete(b"a")
+        .put(b"c", b"3");
     assert_eq!(b.len(), 4);
-    db.write(b, &WriteOptions { durability: Durability::Sync }).unwrap();
+    db.write(
+        b,
+        &WriteOptions {
+            durability: Durability::Sync,
+        },
+    )
+    .unwrap();
     assert_eq!(db.get(b"a").unwrap(), None, "later entries of a batch win");
     assert_eq!(db.get(b"b").unwrap(), Some(b"2".to_vec()));
     assert_eq!(db.get(b"c").unwrap(), Some(b"3".to_vec()));
@@ -68,7 +80,8 @@ fn range_iter_and_prefix_are_double_ended() {
         db.put(k, k.to_uppercase()).unwrap();
     }
     fn keys(it: impl Iterator<Item = shale::Result<(Vec<u8>, Vec<u8>)>>) -> Vec<String> {
-        it.map(|r| String::from_utf8(r.unwrap().0).unwrap()).collect()
+        it.map(|r| String::from_utf8(r.unwrap().0).unwrap())
+            .collect()
     }
     assert_eq!(keys(db.range("ab".."b")), ["ab", "abc"]);
     assert_eq!(keys(db.range("ab"..="ba")), ["ab", "abc", "b", "ba"]);
@@ -86,7 +99,14 @@ fn range_iter_and_prefix_are_double_ended() {
 #[test]
 fn snapshot_sees_the_past_across_flush_and_compaction() {
     let fs = MemFs::new();
-    let db = Db::open("/db", Options { write_buffer_size: 4096, ..mem_options(&fs) }).unwrap();
+    let db = Db::open(
+        "/db",
+        Options {
+            write_buffer_size: 4096,
+            ..mem_options(&fs)
+        },
+    )
+    .unwrap();
     for i in 0..200u32 {
         db.put(format!("k{i:03}"), "old").unwrap();
     }
@@ -114,7 +134,14 @@ fn snapshot_sees_the_past_across_flush_and_compaction() {
 #[test]
 fn iterator_keeps_its_view_while_the_tree_changes() {
     let fs = MemFs::new();
-    let db = Db::open("/db", Options { write_buffer_size: 4096, ..mem_options(&fs) }).unwrap();
+    let db = Db::open(
+        "/db",
+        Options {
+            write_buffer_size: 4096,
+            ..mem_options(&fs)
+        },
+    )
+    .unwrap();
     for i in 0..300u32 {
         db.put(format!("k{i:03}"), "v").unwrap();
     }
@@ -143,25 +170,57 @@ fn second_open_of_a_locked_directory_fails_clearly() {
 #[test]
 fn missing_database_without_create_if_missing_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let err = Db::open(dir.path().join("nope"), Options { create_if_missing: false, ..Options::default() }).unwrap_err();
+    let err = Db::open(
+        dir.path().join("nope"),
+        Options {
+            create_if_missing: false,
+            ..Options::default()
+        },
+    )
+    .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
 }
 
 #[test]
 fn oversized_keys_and_values_are_rejected_without_effect() {
     let fs = MemFs::new();
-    let db = Db::open("/db", Options { max_key_size: 8, max_value_size: 16, ..mem_options(&fs) }).unwrap();
-    assert_eq!(db.put(b"123456789", b"v").unwrap_err().kind(), ErrorKind::InvalidArgument);
+    let db = Db::open(
+        "/db",
+        Options {
+            max_key_size: 8,
+            max_value_size: 16,
+            ..mem_options(&fs)
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        db.put(b"123456789", b"v").unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
     let mut b = WriteBatch::new();
     b.put(b"ok", b"fine").put(b"k", [0u8; 17]);
-    assert_eq!(db.write(b, &WriteOptions::default()).unwrap_err().kind(), ErrorKind::InvalidArgument);
-    assert_eq!(db.get(b"ok").unwrap(), None, "a rejected batch applies nothing");
+    assert_eq!(
+        db.write(b, &WriteOptions::default()).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        db.get(b"ok").unwrap(),
+        None,
+        "a rejected batch applies nothing"
+    );
 }
 
 #[test]
 fn invalid_options_are_rejected() {
     let fs = MemFs::new();
-    let err = Db::open("/db", Options { num_levels: 1, ..mem_options(&fs) }).unwrap_err();
+    let err = Db::open(
+        "/db",
+        Options {
+            num_levels: 1,
+            ..mem_options(&fs)
+        },
+    )
+    .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(err.to_string().contains("num_levels"));
 }
@@ -169,7 +228,14 @@ fn invalid_options_are_rejected() {
 #[test]
 fn stats_count_the_work_done() {
     let fs = MemFs::new();
-    let db = Db::open("/db", Options { write_buffer_size: 8192, ..mem_options(&fs) }).unwrap();
+    let db = Db::open(
+        "/db",
+        Options {
+            write_buffer_size: 8192,
+            ..mem_options(&fs)
+        },
+    )
+    .unwrap();
     for i in 0..2000u32 {
         db.put(format!("key{i:05}"), [7u8; 100]).unwrap();
     }
@@ -203,7 +269,16 @@ fn operations_after_close_fail_with_closed() {
 #[test]
 fn concurrent_writers_share_group_commits() {
     let fs = MemFs::new();
-    let db = Arc::new(Db::open("/db", Options { write_buffer_size: 64 << 10, ..mem_options(&fs) }).unwrap());
+    let db = Arc::new(
+        Db::open(
+            "/db",
+            Options {
+                write_buffer_size: 64 << 10,
+                ..mem_options(&fs)
+            },
+        )
+        .unwrap(),
+    );
     let threads: Vec<_> = (0..8u32)
         .map(|t| {
             let db = db.clone();
@@ -211,7 +286,13 @@ fn concurrent_writers_share_group_commits() {
                 for i in 0..500u32 {
                     let mut b = WriteBatch::new();
                     b.put(format!("t{t}-{i:04}"), format!("{i}"));
-                    db.write(b, &WriteOptions { durability: Durability::Sync }).unwrap();
+                    db.write(
+                        b,
+                        &WriteOptions {
+                            durability: Durability::Sync,
+                        },
+                    )
+                    .unwrap();
                 }
             })
         })

@@ -10,17 +10,27 @@ use std::sync::Arc;
 const DIR: &str = "/corrupt";
 
 fn options(fs: &MemFs) -> Options {
-    Options { fs: Arc::new(fs.clone()), block_size: 256, ..Options::default() }
+    Options {
+        fs: Arc::new(fs.clone()),
+        block_size: 256,
+        ..Options::default()
+    }
 }
 
 fn files_ending(fs: &MemFs, suffix: &str) -> Vec<PathBuf> {
-    fs.list_files().into_iter().filter(|p| p.to_string_lossy().ends_with(suffix)).collect()
+    fs.list_files()
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect()
 }
 
 fn manifest(fs: &MemFs) -> PathBuf {
     fs.list_files()
         .into_iter()
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-")))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-"))
+        })
         .expect("a MANIFEST")
 }
 
@@ -32,7 +42,13 @@ fn populate(db: &Db, n: u32) -> Vec<BTreeMap<Vec<u8>, Vec<u8>>> {
         let value = format!("value-{i}-{}", "z".repeat((i % 7) as usize * 10)).into_bytes();
         let mut b = WriteBatch::new();
         b.put(&key, &value);
-        db.write(b, &WriteOptions { durability: Durability::Sync }).unwrap();
+        db.write(
+            b,
+            &WriteOptions {
+                durability: Durability::Sync,
+            },
+        )
+        .unwrap();
         let mut next = states.last().unwrap().clone();
         next.insert(key, value);
         states.push(next);
@@ -47,7 +63,10 @@ fn contents(db: &Db) -> shale::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
 fn assert_names(err: &shale::Error, file: &Path) {
     assert_eq!(err.kind(), ErrorKind::Corruption, "{err}");
     let name = file.file_name().unwrap().to_string_lossy();
-    assert!(err.to_string().contains(name.as_ref()), "error does not name {name}: {err}");
+    assert!(
+        err.to_string().contains(name.as_ref()),
+        "error does not name {name}: {err}"
+    );
 }
 
 #[test]
@@ -56,7 +75,10 @@ fn flipped_wal_byte_is_corruption_or_a_clean_cut_of_the_last_record() {
     let db = Db::open(DIR, options(&base)).unwrap();
     let states = populate(&db, 60);
     db.close().unwrap();
-    let wal = files_ending(&base, ".log").into_iter().max_by_key(|p| base.read_file(p).map_or(0, |d| d.len())).unwrap();
+    let wal = files_ending(&base, ".log")
+        .into_iter()
+        .max_by_key(|p| base.read_file(p).map_or(0, |d| d.len()))
+        .unwrap();
     let len = base.read_file(&wal).unwrap().len() as u64;
     let (mut cuts, mut errors) = (0, 0);
     for offset in (0..len).step_by(7).chain(len.saturating_sub(40)..len) {
@@ -69,7 +91,11 @@ fn flipped_wal_byte_is_corruption_or_a_clean_cut_of_the_last_record() {
             }
             Ok(db) => {
                 let got = contents(&db).unwrap();
-                assert_eq!(&got, &states[states.len() - 2], "offset {offset}: a cut may only drop the last record");
+                assert_eq!(
+                    &got,
+                    &states[states.len() - 2],
+                    "offset {offset}: a cut may only drop the last record"
+                );
                 cuts += 1;
             }
         }
@@ -85,7 +111,9 @@ fn flipped_sst_byte_is_corruption_never_wrong_data() {
     db.flush().unwrap();
     db.close().unwrap();
     let expected = states.last().unwrap();
-    let sst = files_ending(&base, ".sst").pop().expect("an SST after flush");
+    let sst = files_ending(&base, ".sst")
+        .pop()
+        .expect("an SST after flush");
     let len = base.read_file(&sst).unwrap().len() as u64;
     let mut detected = 0;
     for offset in (0..len).step_by(13).chain(len.saturating_sub(64)..len) {
@@ -102,7 +130,11 @@ fn flipped_sst_byte_is_corruption_never_wrong_data() {
         let mut failed = false;
         for (k, v) in expected {
             match db.get(k) {
-                Ok(got) => assert_eq!(got.as_ref(), Some(v), "offset {offset}: wrong data for {k:?}"),
+                Ok(got) => assert_eq!(
+                    got.as_ref(),
+                    Some(v),
+                    "offset {offset}: wrong data for {k:?}"
+                ),
                 Err(e) => {
                     assert_names(&e, &sst);
                     failed = true;
@@ -175,7 +207,8 @@ fn missing_sst_is_corruption_naming_it() {
 fn garbage_current_is_corruption() {
     let base = MemFs::new();
     Db::open(DIR, options(&base)).unwrap().close().unwrap();
-    base.write_file(Path::new(DIR).join("CURRENT"), b"not a manifest name\n").unwrap();
+    base.write_file(Path::new(DIR).join("CURRENT"), b"not a manifest name\n")
+        .unwrap();
     let err = Db::open(DIR, options(&base)).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Corruption);
     assert!(err.to_string().contains("CURRENT"), "{err}");

@@ -66,7 +66,10 @@ fn random_write(rng: &mut Rng, i: usize) -> Write {
                 (key, None)
             } else {
                 let len = if rng.below(10) == 0 { 600 } else { 20 };
-                (key, Some(format!("w{i}-{j}-{}", "v".repeat(len)).into_bytes()))
+                (
+                    key,
+                    Some(format!("w{i}-{j}-{}", "v".repeat(len)).into_bytes()),
+                )
             }
         })
         .collect()
@@ -101,7 +104,11 @@ fn run_seed(seed: u64, torn: bool) {
                 };
             }
             attempted.push(write);
-            let durability = if sync { Durability::Sync } else { Durability::Buffered };
+            let durability = if sync {
+                Durability::Sync
+            } else {
+                Durability::Buffered
+            };
             match db.write(batch, &WriteOptions { durability }) {
                 Ok(()) if sync => last_synced_ack = Some(i),
                 Ok(()) => {}
@@ -113,8 +120,13 @@ fn run_seed(seed: u64, torn: bool) {
         }
         drop(db);
     }
-    let after = if torn { fs.crash_clone_torn(seed) } else { fs.crash_clone() };
-    let db = Db::open(dir, options(&after)).unwrap_or_else(|e| panic!("seed {seed} torn={torn}: recovery failed: {e}"));
+    let after = if torn {
+        fs.crash_clone_torn(seed)
+    } else {
+        fs.crash_clone()
+    };
+    let db = Db::open(dir, options(&after))
+        .unwrap_or_else(|e| panic!("seed {seed} torn={torn}: recovery failed: {e}"));
     let recovered: Model = db.iter().map(|r| r.expect("scan after recovery")).collect();
 
     // The recovered state must equal the model after some prefix that includes every acknowledged
@@ -148,7 +160,10 @@ fn run_seed(seed: u64, torn: bool) {
 }
 
 fn seeds() -> u64 {
-    std::env::var("SHALE_CRASH_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(DEFAULT_SEEDS)
+    std::env::var("SHALE_CRASH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_SEEDS)
 }
 
 #[test]

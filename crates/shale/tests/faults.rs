@@ -23,7 +23,9 @@ fn options(fs: &FaultFs) -> Options {
 }
 
 fn sync() -> WriteOptions {
-    WriteOptions { durability: Durability::Sync }
+    WriteOptions {
+        durability: Durability::Sync,
+    }
 }
 
 /// Writes until an error; returns the acknowledged writes and the error.
@@ -49,7 +51,11 @@ fn verify_reopen(fs: &FaultFs, acked: &BTreeMap<Vec<u8>, Vec<u8>>) {
     let clean = FaultFs::new(fs.mem().clone());
     let db = Db::open(Path::new(DIR), options(&clean)).expect("reopen after the fault");
     for (k, v) in acked {
-        assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "acknowledged write {k:?} lost");
+        assert_eq!(
+            db.get(k).unwrap().as_ref(),
+            Some(v),
+            "acknowledged write {k:?} lost"
+        );
     }
 }
 
@@ -69,7 +75,10 @@ fn run_fault(fault: Fault, expect: &[ErrorKind]) {
         assert!(expect.contains(&e.kind()), "unexpected error kind: {e}");
         // After a poisoning failure every write fails the same way.
         if e.kind() == ErrorKind::Poisoned {
-            assert_eq!(db.put(b"more", b"data").unwrap_err().kind(), ErrorKind::Poisoned);
+            assert_eq!(
+                db.put(b"more", b"data").unwrap_err().kind(),
+                ErrorKind::Poisoned
+            );
         }
     }
     drop(db);
@@ -80,13 +89,23 @@ fn run_fault(fault: Fault, expect: &[ErrorKind]) {
 
 #[test]
 fn eio_on_wal_fsync_poisons_the_database() {
-    run_fault(Fault::new(FaultOp::Sync).path_contains(".log").error(io::ErrorKind::Other).once(), &[ErrorKind::Poisoned]);
+    run_fault(
+        Fault::new(FaultOp::Sync)
+            .path_contains(".log")
+            .error(io::ErrorKind::Other)
+            .once(),
+        &[ErrorKind::Poisoned],
+    );
 }
 
 #[test]
 fn enospc_on_wal_append_poisons_the_database() {
     run_fault(
-        Fault::new(FaultOp::Append).path_contains(".log").error(io::ErrorKind::StorageFull).after(20).always(),
+        Fault::new(FaultOp::Append)
+            .path_contains(".log")
+            .error(io::ErrorKind::StorageFull)
+            .after(20)
+            .always(),
         &[ErrorKind::Poisoned],
     );
 }
@@ -94,27 +113,49 @@ fn enospc_on_wal_append_poisons_the_database() {
 #[test]
 fn enospc_writing_an_sst_is_a_clean_error() {
     run_fault(
-        Fault::new(FaultOp::Append).path_contains(".sst").error(io::ErrorKind::StorageFull).always(),
+        Fault::new(FaultOp::Append)
+            .path_contains(".sst")
+            .error(io::ErrorKind::StorageFull)
+            .always(),
         &[ErrorKind::Poisoned, ErrorKind::Io],
     );
 }
 
 #[test]
 fn eio_on_sst_fsync_is_a_clean_error() {
-    run_fault(Fault::new(FaultOp::Sync).path_contains(".sst").error(io::ErrorKind::Other).once(), &[ErrorKind::Poisoned, ErrorKind::Io]);
+    run_fault(
+        Fault::new(FaultOp::Sync)
+            .path_contains(".sst")
+            .error(io::ErrorKind::Other)
+            .once(),
+        &[ErrorKind::Poisoned, ErrorKind::Io],
+    );
 }
 
 #[test]
 fn eio_on_manifest_fsync_poisons_the_database() {
-    run_fault(Fault::new(FaultOp::Sync).path_contains("MANIFEST").error(io::ErrorKind::Other).once(), &[ErrorKind::Poisoned]);
+    run_fault(
+        Fault::new(FaultOp::Sync)
+            .path_contains("MANIFEST")
+            .error(io::ErrorKind::Other)
+            .once(),
+        &[ErrorKind::Poisoned],
+    );
 }
 
 #[test]
 fn failed_rename_of_current_poisons_the_database() {
     let fs = FaultFs::new(MemFs::new());
-    let options = Options { max_manifest_size: 1024, ..options(&fs) };
+    let options = Options {
+        max_manifest_size: 1024,
+        ..options(&fs)
+    };
     let db = Db::open(Path::new(DIR), options.clone()).unwrap();
-    fs.inject(Fault::new(FaultOp::Rename).error(io::ErrorKind::Other).always());
+    fs.inject(
+        Fault::new(FaultOp::Rename)
+            .error(io::ErrorKind::Other)
+            .always(),
+    );
     let (acked, err) = write_until_error(&db, 5000);
     if err.is_none() {
         let e = db.flush().unwrap_err();
@@ -131,7 +172,12 @@ fn failing_reads_are_io_errors_not_panics() {
     let db = Db::open(Path::new(DIR), options(&fs)).unwrap();
     let (acked, _) = write_until_error(&db, 400);
     db.flush().unwrap();
-    let id = fs.inject(Fault::new(FaultOp::Read).path_contains(".sst").error(io::ErrorKind::Other).always());
+    let id = fs.inject(
+        Fault::new(FaultOp::Read)
+            .path_contains(".sst")
+            .error(io::ErrorKind::Other)
+            .always(),
+    );
     let mut saw_error = false;
     for k in acked.keys() {
         match db.get(k) {

@@ -22,15 +22,29 @@ fn all_decoders(data: &[u8]) {
 /// The files of a small database: (path, bytes), WALs, MANIFEST and SSTs.
 fn real_files() -> Vec<(PathBuf, Vec<u8>)> {
     let fs = MemFs::new();
-    let options = Options { fs: Arc::new(fs.clone()), write_buffer_size: 8 << 10, block_size: 256, ..Options::default() };
+    let options = Options {
+        fs: Arc::new(fs.clone()),
+        write_buffer_size: 8 << 10,
+        block_size: 256,
+        ..Options::default()
+    };
     let db = Db::open("/smoke", options).unwrap();
     for i in 0..600u32 {
         let mut b = WriteBatch::new();
-        b.put(format!("key{:04}", i % 250), format!("value-{i}-{}", "x".repeat((i % 13) as usize * 9)));
+        b.put(
+            format!("key{:04}", i % 250),
+            format!("value-{i}-{}", "x".repeat((i % 13) as usize * 9)),
+        );
         if i % 11 == 0 {
             b.delete(format!("key{:04}", (i * 7) % 250));
         }
-        db.write(b, &WriteOptions { durability: Durability::Buffered }).unwrap();
+        db.write(
+            b,
+            &WriteOptions {
+                durability: Durability::Buffered,
+            },
+        )
+        .unwrap();
     }
     db.flush().unwrap();
     db.put("tail", "in the wal").unwrap();
@@ -47,7 +61,12 @@ fn real_files() -> Vec<(PathBuf, Vec<u8>)> {
             (p, data)
         })
         .collect();
-    assert!(files.iter().any(|(p, _)| p.to_string_lossy().ends_with(".sst")), "no SST written");
+    assert!(
+        files
+            .iter()
+            .any(|(p, _)| p.to_string_lossy().ends_with(".sst")),
+        "no SST written"
+    );
     files
 }
 
@@ -77,7 +96,10 @@ fn decoders_survive_mutated_real_files() {
                 }
                 1 => bad.truncate((next() % data.len() as u64) as usize),
                 _ => {
-                    let (a, b) = ((next() % data.len() as u64) as usize, (next() % data.len() as u64) as usize);
+                    let (a, b) = (
+                        (next() % data.len() as u64) as usize,
+                        (next() % data.len() as u64) as usize,
+                    );
                     let (a, b) = (a.min(b), a.max(b));
                     bad.extend_from_slice(&data[a..b]);
                 }

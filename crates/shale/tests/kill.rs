@@ -22,7 +22,12 @@ fn value_for(key: u64) -> Vec<u8> {
 }
 
 fn options() -> Options {
-    Options { write_buffer_size: 64 << 10, target_file_size: 32 << 10, max_bytes_for_level_base: 256 << 10, ..Options::default() }
+    Options {
+        write_buffer_size: 64 << 10,
+        target_file_size: 32 << 10,
+        max_bytes_for_level_base: 256 << 10,
+        ..Options::default()
+    }
 }
 
 fn child(dir: &Path, first: u64) -> ! {
@@ -34,8 +39,17 @@ fn child(dir: &Path, first: u64) -> ! {
         let mut batch = WriteBatch::new();
         batch.put(key.to_be_bytes(), value_for(key));
         batch.put(format!("mirror-{key}"), key.to_string());
-        db.write(batch, &WriteOptions { durability: if key.is_multiple_of(3) { Durability::Sync } else { Durability::Buffered } })
-            .expect("child: write");
+        db.write(
+            batch,
+            &WriteOptions {
+                durability: if key.is_multiple_of(3) {
+                    Durability::Sync
+                } else {
+                    Durability::Buffered
+                },
+            },
+        )
+        .expect("child: write");
         if key.is_multiple_of(3) {
             // Everything up to this key is acknowledged as durable now.
             writeln!(out, "ACK {key}").expect("child: stdout");
@@ -75,7 +89,8 @@ fn parent() {
         }
         child.kill().expect("SIGKILL the child");
         child.wait().expect("reap the child");
-        let last_ack = last_ack.unwrap_or_else(|| panic!("round {round}: the child acknowledged nothing"));
+        let last_ack =
+            last_ack.unwrap_or_else(|| panic!("round {round}: the child acknowledged nothing"));
         acked.push(last_ack);
 
         let db = Db::open(dir.path(), options()).expect("reopen after SIGKILL");
@@ -92,12 +107,22 @@ fn parent() {
         // Nothing torn: both halves of every batch are present or absent together.
         for item in db.prefix(b"mirror-") {
             let (k, v) = item.expect("scan");
-            let key: u64 = std::str::from_utf8(&v).expect("utf8").parse().expect("number");
+            let key: u64 = std::str::from_utf8(&v)
+                .expect("utf8")
+                .parse()
+                .expect("number");
             assert_eq!(k, format!("mirror-{key}").into_bytes());
-            assert_eq!(db.get(key.to_be_bytes()).expect("get"), Some(value_for(key)), "half-applied batch {key}");
+            assert_eq!(
+                db.get(key.to_be_bytes()).expect("get"),
+                Some(value_for(key)),
+                "half-applied batch {key}"
+            );
         }
         db.close().expect("close");
-        println!("round {round}: {} acknowledged writes survived SIGKILL", last_ack - first + 1);
+        println!(
+            "round {round}: {} acknowledged writes survived SIGKILL",
+            last_ack - first + 1
+        );
     }
     println!("test sigkill_mid_write_loses_no_acknowledged_write ... ok");
 }
@@ -106,7 +131,11 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("child") {
         let dir = Path::new(args.get(2).expect("child: dir"));
-        let first = args.get(3).expect("child: first key").parse().expect("child: first key number");
+        let first = args
+            .get(3)
+            .expect("child: first key")
+            .parse()
+            .expect("child: first key number");
         child(dir, first);
     }
     if args.iter().skip(1).any(|a| a == "--list") {

@@ -20,13 +20,26 @@ enum Op {
     Delete(Vec<u8>),
     Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
     Get(Vec<u8>),
-    Scan { lo: Option<Vec<u8>>, hi: Option<Vec<u8>>, reverse: bool, limit: usize },
+    Scan {
+        lo: Option<Vec<u8>>,
+        hi: Option<Vec<u8>>,
+        reverse: bool,
+        limit: usize,
+    },
     TakeSnapshot,
-    ReadSnapshot { which: usize, key: Vec<u8> },
-    ScanSnapshot { which: usize },
+    ReadSnapshot {
+        which: usize,
+        key: Vec<u8>,
+    },
+    ScanSnapshot {
+        which: usize,
+    },
     ReleaseSnapshot(usize),
     Flush,
-    Compact { lo: Option<Vec<u8>>, hi: Option<Vec<u8>> },
+    Compact {
+        lo: Option<Vec<u8>>,
+        hi: Option<Vec<u8>>,
+    },
     Reopen,
 }
 
@@ -79,28 +92,67 @@ fn option_sets(fs: &MemFs) -> Vec<(&'static str, Options)> {
         ..Options::default()
     };
     vec![
-        ("tiny, uncompressed", Options { compression: Compression::None, ..base.clone() }),
-        ("tiny, lz4 everywhere", Options { compression_start_level: 0, block_restart_interval: 2, ..base.clone() }),
+        (
+            "tiny, uncompressed",
+            Options {
+                compression: Compression::None,
+                ..base.clone()
+            },
+        ),
+        (
+            "tiny, lz4 everywhere",
+            Options {
+                compression_start_level: 0,
+                block_restart_interval: 2,
+                ..base.clone()
+            },
+        ),
         (
             "tiny, one background thread, no cache, no bloom",
-            Options { background_threads: 1, block_cache_size: 0, bloom_bits_per_key: 0, ..base.clone() },
+            Options {
+                background_threads: 1,
+                block_cache_size: 0,
+                bloom_bits_per_key: 0,
+                ..base.clone()
+            },
         ),
-        ("small buffers, default levels", Options { fs: Arc::new(fs.clone()), write_buffer_size: 64 << 10, ..Options::default() }),
+        (
+            "small buffers, default levels",
+            Options {
+                fs: Arc::new(fs.clone()),
+                write_buffer_size: 64 << 10,
+                ..Options::default()
+            },
+        ),
     ]
 }
 
 fn in_range(k: &[u8], lo: &Option<Vec<u8>>, hi: &Option<Vec<u8>>) -> bool {
-    lo.as_ref().is_none_or(|lo| k >= lo.as_slice()) && hi.as_ref().is_none_or(|hi| k < hi.as_slice())
+    lo.as_ref().is_none_or(|lo| k >= lo.as_slice())
+        && hi.as_ref().is_none_or(|hi| k < hi.as_slice())
 }
 
 fn scan(db_iter: shale::iter::DbIterator, reverse: bool, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let items: Box<dyn Iterator<Item = shale::Result<(Vec<u8>, Vec<u8>)>>> =
-        if reverse { Box::new(db_iter.rev()) } else { Box::new(db_iter) };
+    let items: Box<dyn Iterator<Item = shale::Result<(Vec<u8>, Vec<u8>)>>> = if reverse {
+        Box::new(db_iter.rev())
+    } else {
+        Box::new(db_iter)
+    };
     items.take(limit).map(|r| r.expect("scan failed")).collect()
 }
 
-fn model_scan(model: &Model, lo: &Option<Vec<u8>>, hi: &Option<Vec<u8>>, reverse: bool, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let items: Vec<_> = model.iter().filter(|(k, _)| in_range(k, lo, hi)).map(|(k, v)| (k.clone(), v.clone())).collect();
+fn model_scan(
+    model: &Model,
+    lo: &Option<Vec<u8>>,
+    hi: &Option<Vec<u8>>,
+    reverse: bool,
+    limit: usize,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let items: Vec<_> = model
+        .iter()
+        .filter(|(k, _)| in_range(k, lo, hi))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     if reverse {
         items.into_iter().rev().take(limit).collect()
     } else {
@@ -120,7 +172,9 @@ fn run(ops: &[Op], options: &Options) {
     let mut db = Some(Db::open(dir, options.clone()).expect("open"));
     let mut model = Model::new();
     let mut snapshots: Vec<(shale::Snapshot, Model)> = Vec::new();
-    let buffered = WriteOptions { durability: Durability::Buffered };
+    let buffered = WriteOptions {
+        durability: Durability::Buffered,
+    };
     for (step, op) in ops.iter().enumerate() {
         let d = db.as_ref().expect("open database");
         match op {
@@ -148,15 +202,32 @@ fn run(ops: &[Op], options: &Options) {
                 }
                 d.write(b, &buffered).unwrap();
             }
-            Op::Get(k) => assert_eq!(d.get(k).unwrap(), model.get(k).cloned(), "step {step}: get {k:?}"),
-            Op::Scan { lo, hi, reverse, limit } => {
+            Op::Get(k) => assert_eq!(
+                d.get(k).unwrap(),
+                model.get(k).cloned(),
+                "step {step}: get {k:?}"
+            ),
+            Op::Scan {
+                lo,
+                hi,
+                reverse,
+                limit,
+            } => {
                 let got = scan(d.range(bounds(lo, hi)), *reverse, *limit);
-                assert_eq!(got, model_scan(&model, lo, hi, *reverse, *limit), "step {step}: scan {lo:?}..{hi:?}");
+                assert_eq!(
+                    got,
+                    model_scan(&model, lo, hi, *reverse, *limit),
+                    "step {step}: scan {lo:?}..{hi:?}"
+                );
             }
             Op::TakeSnapshot => snapshots.push((d.snapshot(), model.clone())),
             Op::ReadSnapshot { which, key } if !snapshots.is_empty() => {
                 let (snap, frozen) = &snapshots[which % snapshots.len()];
-                assert_eq!(snap.get(key).unwrap(), frozen.get(key).cloned(), "step {step}: snapshot get {key:?}");
+                assert_eq!(
+                    snap.get(key).unwrap(),
+                    frozen.get(key).cloned(),
+                    "step {step}: snapshot get {key:?}"
+                );
             }
             Op::ScanSnapshot { which } if !snapshots.is_empty() => {
                 let (snap, frozen) = &snapshots[which % snapshots.len()];
@@ -180,14 +251,29 @@ fn run(ops: &[Op], options: &Options) {
     }
     let d = db.as_ref().expect("open");
     let all: Vec<_> = d.iter().map(|r| r.unwrap()).collect();
-    assert_eq!(all, model.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>(), "final scan");
+    assert_eq!(
+        all,
+        model
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>(),
+        "final scan"
+    );
     let back: Vec<_> = d.iter().rev().map(|r| r.unwrap().0).collect();
-    assert_eq!(back, model.keys().rev().cloned().collect::<Vec<_>>(), "final reverse scan");
+    assert_eq!(
+        back,
+        model.keys().rev().cloned().collect::<Vec<_>>(),
+        "final reverse scan"
+    );
     snapshots.clear();
     db.take().expect("open").close().unwrap();
     let reopened = Db::open(dir, options.clone()).expect("final reopen");
     for (k, v) in &model {
-        assert_eq!(reopened.get(k).unwrap().as_ref(), Some(v), "after final reopen: {k:?}");
+        assert_eq!(
+            reopened.get(k).unwrap().as_ref(),
+            Some(v),
+            "after final reopen: {k:?}"
+        );
     }
     assert_eq!(reopened.iter().count(), model.len());
 }
@@ -218,7 +304,10 @@ fn heavy_overwrite_history_compacts_to_the_model() {
     let mut ops = Vec::new();
     for round in 0..40u32 {
         for i in 0..40u32 {
-            ops.push(Op::Put(format!("key{i:04}").into_bytes(), format!("v{round}-{i}").into_bytes()));
+            ops.push(Op::Put(
+                format!("key{i:04}").into_bytes(),
+                format!("v{round}-{i}").into_bytes(),
+            ));
             if i % 7 == round % 7 {
                 ops.push(Op::Delete(format!("key{:04}", (i * 3) % 40).into_bytes()));
             }
@@ -229,8 +318,15 @@ fn heavy_overwrite_history_compacts_to_the_model() {
         if round % 13 == 0 {
             ops.push(Op::ReleaseSnapshot(round as usize));
         }
-        ops.push(Op::Scan { lo: None, hi: None, reverse: round % 2 == 0, limit: 100 });
-        ops.push(Op::ScanSnapshot { which: round as usize });
+        ops.push(Op::Scan {
+            lo: None,
+            hi: None,
+            reverse: round % 2 == 0,
+            limit: 100,
+        });
+        ops.push(Op::ScanSnapshot {
+            which: round as usize,
+        });
     }
     ops.push(Op::Compact { lo: None, hi: None });
     ops.push(Op::Reopen);

@@ -55,7 +55,16 @@ pub(crate) fn write_tables(
 ) -> Result<(Vec<FileMeta>, JobStats)> {
     let mut outputs: Vec<FileMeta> = Vec::new();
     let mut written: Vec<u64> = Vec::new();
-    let result = write_all(input, retention, key_absent_below, spec, new_file_number, cancel, &mut outputs, &mut written);
+    let result = write_all(
+        input,
+        retention,
+        key_absent_below,
+        spec,
+        new_file_number,
+        cancel,
+        &mut outputs,
+        &mut written,
+    );
     if result.is_err() {
         for number in written {
             let _ = spec.fs.remove_file(&filename::table(spec.dir, number));
@@ -91,16 +100,24 @@ fn write_all(
     input.seek_to_first();
     while input.valid() {
         if cancel.load(Ordering::Relaxed) {
-            return Err(Error::new(ErrorKind::Closed, "compaction cancelled: the database is closing"));
+            return Err(Error::new(
+                ErrorKind::Closed,
+                "compaction cancelled: the database is closing",
+            ));
         }
         let ikey = input.key();
-        let parsed = parse_internal_key(ikey)
-            .ok_or_else(|| Error::new(ErrorKind::Corruption, "compaction input holds a malformed internal key"))?;
+        let parsed = parse_internal_key(ikey).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Corruption,
+                "compaction input holds a malformed internal key",
+            )
+        })?;
         stats.entries_in += 1;
 
         // Track how much of the level below the current output covers.
         while grandparent < spec.grandparents.len()
-            && compare_internal(ikey, &spec.grandparents[grandparent].largest) == CmpOrdering::Greater
+            && compare_internal(ikey, &spec.grandparents[grandparent].largest)
+                == CmpOrdering::Greater
         {
             if current.is_some() {
                 overlap += spec.grandparents[grandparent].file_size;
@@ -114,10 +131,13 @@ fn write_all(
             continue;
         }
 
-        let new_user_key = current.as_ref().is_none_or(|o| o.last_user_key != parsed.user_key);
+        let new_user_key = current
+            .as_ref()
+            .is_none_or(|o| o.last_user_key != parsed.user_key);
         if new_user_key && spec.split {
             let full = current.as_ref().is_some_and(|o| {
-                o.builder.estimated_file_size() >= spec.options.target_file_size || overlap > max_overlap
+                o.builder.estimated_file_size() >= spec.options.target_file_size
+                    || overlap > max_overlap
             });
             if full {
                 let done = current.take().expect("checked");
@@ -130,10 +150,17 @@ fn write_all(
             None => {
                 let number = new_file_number();
                 let path = filename::table(spec.dir, number);
-                let file = spec.fs.create(&path).map_err(|e| Error::io(e, format!("create {}", path.display())))?;
+                let file = spec
+                    .fs
+                    .create(&path)
+                    .map_err(|e| Error::io(e, format!("create {}", path.display())))?;
                 written.push(number);
                 let opts = TableOptions::for_level(spec.options, spec.output_level);
-                current.insert(Output { number, builder: TableBuilder::new(file, path, opts), last_user_key: Vec::new() })
+                current.insert(Output {
+                    number,
+                    builder: TableBuilder::new(file, path, opts),
+                    last_user_key: Vec::new(),
+                })
             }
         };
         out.builder.add(ikey, input.value())?;

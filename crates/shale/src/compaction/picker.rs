@@ -76,7 +76,11 @@ pub(crate) fn level_scores(version: &Version, options: &Options, busy: &HashSet<
                 let idle = files.iter().filter(|f| !busy.contains(&f.number)).count();
                 idle as f64 / options.level0_compaction_trigger as f64
             } else {
-                let bytes: u64 = files.iter().filter(|f| !busy.contains(&f.number)).map(|f| f.file_size).sum();
+                let bytes: u64 = files
+                    .iter()
+                    .filter(|f| !busy.contains(&f.number))
+                    .map(|f| f.file_size)
+                    .sum();
                 bytes as f64 / options.max_bytes_for_level(level) as f64
             }
         })
@@ -99,7 +103,8 @@ pub(crate) fn pending_compaction_bytes(version: &Version, options: &Options) -> 
         let target = options.max_bytes_for_level(level);
         if bytes > target {
             let excess = bytes - target;
-            pending = pending.saturating_add((excess as f64 * (options.level_size_multiplier + 1.0)) as u64);
+            pending = pending
+                .saturating_add((excess as f64 * (options.level_size_multiplier + 1.0)) as u64);
             carried = excess;
         } else {
             carried = 0;
@@ -124,11 +129,18 @@ pub(crate) fn pick(state: &PickerState<'_>) -> Option<CompactionTask> {
 
 fn pick_level0(state: &PickerState<'_>) -> Option<CompactionTask> {
     let version = state.version;
-    if version.levels[0].iter().any(|f| state.busy.contains(&f.number)) {
+    if version.levels[0]
+        .iter()
+        .any(|f| state.busy.contains(&f.number))
+    {
         return None; // L0 files overlap: only one L0 compaction at a time
     }
     let first = version.levels[0].last()?; // the oldest file
-    let inputs = version.overlapping_files(0, Some(user_key(&first.smallest)), Some(user_key(&first.largest)));
+    let inputs = version.overlapping_files(
+        0,
+        Some(user_key(&first.smallest)),
+        Some(user_key(&first.largest)),
+    );
     let (lo, hi) = key_range(&inputs);
     let inputs = version.overlapping_files(0, Some(&lo), Some(&hi));
     build_task(state, 0, inputs, Reason::Level0FileCount)
@@ -137,8 +149,15 @@ fn pick_level0(state: &PickerState<'_>) -> Option<CompactionTask> {
 fn pick_sorted_level(state: &PickerState<'_>, level: Level) -> Option<CompactionTask> {
     let version = state.version;
     let mut best: Option<(f64, &Arc<FileMeta>)> = None;
-    for file in version.levels[level].iter().filter(|f| !state.busy.contains(&f.number)) {
-        let overlap = version.overlapping_files(level + 1, Some(user_key(&file.smallest)), Some(user_key(&file.largest)));
+    for file in version.levels[level]
+        .iter()
+        .filter(|f| !state.busy.contains(&f.number))
+    {
+        let overlap = version.overlapping_files(
+            level + 1,
+            Some(user_key(&file.smallest)),
+            Some(user_key(&file.largest)),
+        );
         if overlap.iter().any(|f| state.busy.contains(&f.number)) {
             continue;
         }
@@ -176,7 +195,13 @@ pub(crate) fn build_task(
         return None;
     }
     let grandparents = if output_level < last {
-        let (glo, ghi) = key_range(&inputs.iter().chain(next_inputs.iter()).cloned().collect::<Vec<_>>());
+        let (glo, ghi) = key_range(
+            &inputs
+                .iter()
+                .chain(next_inputs.iter())
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
         version.overlapping_files(output_level + 1, Some(&glo), Some(&ghi))
     } else {
         Vec::new()
@@ -186,7 +211,15 @@ pub(crate) fn build_task(
         && inputs.len() == 1
         && next_inputs.is_empty()
         && grandparent_bytes <= MAX_GRANDPARENT_OVERLAP_FILES * state.options.target_file_size;
-    Some(CompactionTask { level, output_level, inputs, next_inputs, grandparents, trivial_move, reason })
+    Some(CompactionTask {
+        level,
+        output_level,
+        inputs,
+        next_inputs,
+        grandparents,
+        trivial_move,
+        reason,
+    })
 }
 
 /// A manual compaction of the user-key range `[lo, hi]` (`None` = unbounded) from `level` into the
@@ -222,7 +255,12 @@ pub(crate) fn result_edit(task: &CompactionTask, outputs: Vec<FileMeta>) -> Vers
             edit.new_files.push((task.output_level, f));
         }
     }
-    if let Some(largest) = task.inputs.iter().map(|f| &f.largest).max_by(|a, b| crate::key::compare_internal(a, b)) {
+    if let Some(largest) = task
+        .inputs
+        .iter()
+        .map(|f| &f.largest)
+        .max_by(|a, b| crate::key::compare_internal(a, b))
+    {
         edit.compact_pointers.push((task.level, largest.clone()));
     }
     edit
@@ -230,8 +268,16 @@ pub(crate) fn result_edit(task: &CompactionTask, outputs: Vec<FileMeta>) -> Vers
 
 /// The smallest and largest user keys of `files`.
 fn key_range(files: &[Arc<FileMeta>]) -> (Vec<u8>, Vec<u8>) {
-    let lo = files.iter().map(|f| user_key(&f.smallest)).min().unwrap_or_default();
-    let hi = files.iter().map(|f| user_key(&f.largest)).max().unwrap_or_default();
+    let lo = files
+        .iter()
+        .map(|f| user_key(&f.smallest))
+        .min()
+        .unwrap_or_default();
+    let hi = files
+        .iter()
+        .map(|f| user_key(&f.largest))
+        .max()
+        .unwrap_or_default();
     (lo.to_vec(), hi.to_vec())
 }
 
@@ -273,9 +319,17 @@ mod tests {
 
     #[test]
     fn nothing_to_do_below_the_triggers() {
-        let v = version(vec![(0, meta(1, b"a", b"z", 10, 1)), (1, meta(2, b"a", b"c", 10, 1))]);
+        let v = version(vec![
+            (0, meta(1, b"a", b"z", 10, 1)),
+            (1, meta(2, b"a", b"c", 10, 1)),
+        ]);
         let opts = options();
-        assert!(pick(&PickerState { version: &v, options: &opts, busy: &HashSet::new() }).is_none());
+        assert!(pick(&PickerState {
+            version: &v,
+            options: &opts,
+            busy: &HashSet::new()
+        })
+        .is_none());
     }
 
     #[test]
@@ -288,26 +342,54 @@ mod tests {
             (1, meta(5, b"x", b"z", 10, 1)),
         ]);
         let opts = options();
-        let task = pick(&PickerState { version: &v, options: &opts, busy: &HashSet::new() }).unwrap();
+        let task = pick(&PickerState {
+            version: &v,
+            options: &opts,
+            busy: &HashSet::new(),
+        })
+        .unwrap();
         assert_eq!(task.level, 0);
         assert_eq!(task.inputs.len(), 2);
-        assert_eq!(task.next_inputs.iter().map(|f| f.number).collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!(
+            task.next_inputs
+                .iter()
+                .map(|f| f.number)
+                .collect::<Vec<_>>(),
+            vec![3, 4]
+        );
         assert!(!task.trivial_move);
         let busy: HashSet<u64> = [4].into_iter().collect();
-        assert!(pick(&PickerState { version: &v, options: &opts, busy: &busy }).is_none());
+        assert!(pick(&PickerState {
+            version: &v,
+            options: &opts,
+            busy: &busy
+        })
+        .is_none());
     }
 
     #[test]
     fn oversized_level_moves_a_file_trivially_when_nothing_overlaps_below() {
-        let v = version(vec![(1, meta(1, b"a", b"c", 600, 1)), (1, meta(2, b"d", b"f", 600, 1)), (2, meta(3, b"a", b"b", 50, 1))]);
+        let v = version(vec![
+            (1, meta(1, b"a", b"c", 600, 1)),
+            (1, meta(2, b"d", b"f", 600, 1)),
+            (2, meta(3, b"a", b"b", 50, 1)),
+        ]);
         let opts = options();
-        let task = pick(&PickerState { version: &v, options: &opts, busy: &HashSet::new() }).unwrap();
+        let task = pick(&PickerState {
+            version: &v,
+            options: &opts,
+            busy: &HashSet::new(),
+        })
+        .unwrap();
         assert_eq!((task.level, task.output_level), (1, 2));
         assert_eq!(task.inputs[0].number, 2, "file 2 overlaps nothing below");
         assert!(task.trivial_move);
         let edit = result_edit(&task, Vec::new());
         let v2 = v.apply(&edit).unwrap();
-        assert_eq!(v2.levels[2].iter().map(|f| f.number).collect::<Vec<_>>(), vec![3, 2]);
+        assert_eq!(
+            v2.levels[2].iter().map(|f| f.number).collect::<Vec<_>>(),
+            vec![3, 2]
+        );
     }
 
     #[test]

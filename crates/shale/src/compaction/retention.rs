@@ -38,7 +38,12 @@ impl Retention {
     pub(crate) fn new(mut snapshots: Vec<SeqNo>) -> Retention {
         snapshots.sort_unstable();
         snapshots.dedup();
-        Retention { snapshots, current_key: Vec::new(), has_current: false, last_stripe: 0 }
+        Retention {
+            snapshots,
+            current_key: Vec::new(),
+            has_current: false,
+            last_stripe: 0,
+        }
     }
 
     fn stripe(&self, seq: SeqNo) -> usize {
@@ -47,7 +52,11 @@ impl Retention {
 
     /// Decides the fate of `entry`. `key_absent_below` answers whether no deeper level can hold the
     /// user key; it is consulted only for tombstones in the oldest stripe.
-    pub(crate) fn decide(&mut self, entry: &ParsedKey<'_>, key_absent_below: impl FnOnce(&[u8]) -> bool) -> Decision {
+    pub(crate) fn decide(
+        &mut self,
+        entry: &ParsedKey<'_>,
+        key_absent_below: impl FnOnce(&[u8]) -> bool,
+    ) -> Decision {
         let stripe = self.stripe(entry.seq);
         if !self.has_current || self.current_key != entry.user_key {
             self.current_key.clear();
@@ -68,32 +77,70 @@ impl Retention {
 mod tests {
     use super::*;
 
-    fn run(snapshots: Vec<SeqNo>, entries: &[(&[u8], SeqNo, ValueKind)], bottom: bool) -> Vec<Decision> {
+    fn run(
+        snapshots: Vec<SeqNo>,
+        entries: &[(&[u8], SeqNo, ValueKind)],
+        bottom: bool,
+    ) -> Vec<Decision> {
         let mut r = Retention::new(snapshots);
-        entries.iter().map(|&(user_key, seq, kind)| r.decide(&ParsedKey { user_key, seq, kind }, |_| bottom)).collect()
+        entries
+            .iter()
+            .map(|&(user_key, seq, kind)| {
+                r.decide(
+                    &ParsedKey {
+                        user_key,
+                        seq,
+                        kind,
+                    },
+                    |_| bottom,
+                )
+            })
+            .collect()
     }
 
     #[test]
     fn without_snapshots_only_the_newest_version_survives() {
         use Decision::*;
-        let got = run(vec![], &[(b"a", 9, ValueKind::Value), (b"a", 5, ValueKind::Value), (b"b", 3, ValueKind::Value)], false);
+        let got = run(
+            vec![],
+            &[
+                (b"a", 9, ValueKind::Value),
+                (b"a", 5, ValueKind::Value),
+                (b"b", 3, ValueKind::Value),
+            ],
+            false,
+        );
         assert_eq!(got, vec![Keep, DropShadowed, Keep]);
     }
 
     #[test]
     fn a_snapshot_keeps_the_version_it_sees() {
         use Decision::*;
-        let entries: &[(&[u8], SeqNo, ValueKind)] =
-            &[(b"a", 9, ValueKind::Value), (b"a", 6, ValueKind::Value), (b"a", 5, ValueKind::Value), (b"a", 2, ValueKind::Value)];
-        assert_eq!(run(vec![5], entries, false), vec![Keep, DropShadowed, Keep, DropShadowed]);
-        assert_eq!(run(vec![6, 5], entries, false), vec![Keep, Keep, Keep, DropShadowed]);
+        let entries: &[(&[u8], SeqNo, ValueKind)] = &[
+            (b"a", 9, ValueKind::Value),
+            (b"a", 6, ValueKind::Value),
+            (b"a", 5, ValueKind::Value),
+            (b"a", 2, ValueKind::Value),
+        ];
+        assert_eq!(
+            run(vec![5], entries, false),
+            vec![Keep, DropShadowed, Keep, DropShadowed]
+        );
+        assert_eq!(
+            run(vec![6, 5], entries, false),
+            vec![Keep, Keep, Keep, DropShadowed]
+        );
     }
 
     #[test]
     fn tombstones_go_only_at_the_bottom_and_only_in_the_oldest_stripe() {
         use Decision::*;
-        let entries: &[(&[u8], SeqNo, ValueKind)] = &[(b"a", 9, ValueKind::Deletion), (b"a", 4, ValueKind::Value)];
-        assert_eq!(run(vec![], entries, true), vec![DropTombstone, DropShadowed]);
+        let entries: &[(&[u8], SeqNo, ValueKind)] =
+            &[(b"a", 9, ValueKind::Deletion), (b"a", 4, ValueKind::Value)];
+        assert_eq!(
+            run(vec![], entries, true),
+            vec![DropTombstone, DropShadowed]
+        );
         assert_eq!(run(vec![], entries, false), vec![Keep, DropShadowed]);
         assert_eq!(run(vec![5], entries, true), vec![Keep, Keep]);
     }

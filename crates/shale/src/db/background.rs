@@ -67,7 +67,11 @@ fn worker(inner: &Arc<DbInner>) {
         }
         if state.compactions_running < max_compactions(inner) && state.manual_waiting == 0 {
             let version = state.versions.current();
-            let task = picker::pick(&PickerState { version: &version, options: &inner.options, busy: &state.busy });
+            let task = picker::pick(&PickerState {
+                version: &version,
+                options: &inner.options,
+                busy: &state.busy,
+            });
             if let Some(task) = task {
                 let result = run_compaction(inner, &mut state, task);
                 finish_job(inner, result);
@@ -89,7 +93,9 @@ fn finish_job(inner: &DbInner, result: Result<()>) {
 
 /// Flushes the oldest sealed memtable into an L0 SST and installs it.
 fn flush_oldest(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<()> {
-    let Some(sealed) = state.sealed.front() else { return Ok(()) };
+    let Some(sealed) = state.sealed.front() else {
+        return Ok(());
+    };
     let mem = sealed.mem.clone();
     let number = state.versions.new_file_number();
     state.pending_outputs.insert(number);
@@ -109,7 +115,10 @@ fn flush_oldest(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<()
         edit.new_files.push((0, meta));
     }
     edit.log_number = Some(state.sealed.get(1).map_or(state.mem_wal, |s| s.wal));
-    let visible = inner.visible_seq.load(Ordering::Acquire).max(state.versions.last_seq());
+    let visible = inner
+        .visible_seq
+        .load(Ordering::Acquire)
+        .max(state.versions.last_seq());
     state.versions.set_last_seq(visible);
     // On a MANIFEST failure the edit may or may not be on disk: the output stays (and stays
     // protected as pending) so that whichever MANIFEST recovery finds is complete.
@@ -117,7 +126,10 @@ fn flush_oldest(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<()
     state.pending_outputs.remove(&number);
     state.sealed.pop_front();
     inner.install_super_version(state);
-    inner.counters.flush_bytes_written.fetch_add(bytes, Ordering::Relaxed);
+    inner
+        .counters
+        .flush_bytes_written
+        .fetch_add(bytes, Ordering::Relaxed);
     inner.counters.flushes.fetch_add(1, Ordering::Relaxed);
     delete_obsolete_files(inner, state);
     Ok(())
@@ -145,18 +157,31 @@ pub(crate) fn write_level0(
     };
     let mut once = Some(number);
     let mut next_number = || once.take().expect("a flush writes one file");
-    let (mut outputs, _) =
-        job::write_tables(&mut *input, &mut retention, &|_| false, &spec, &mut next_number, &inner.closed)?;
+    let (mut outputs, _) = job::write_tables(
+        &mut *input,
+        &mut retention,
+        &|_| false,
+        &spec,
+        &mut next_number,
+        &inner.closed,
+    )?;
     sync_dir(inner)?;
     Ok(outputs.pop())
 }
 
 fn sync_dir(inner: &DbInner) -> Result<()> {
-    inner.fs.sync_dir(&inner.dir).map_err(|e| Error::io(e, format!("sync directory {}", inner.dir.display())))
+    inner
+        .fs
+        .sync_dir(&inner.dir)
+        .map_err(|e| Error::io(e, format!("sync directory {}", inner.dir.display())))
 }
 
 /// Runs `task` and installs its result. Marks its inputs busy for the duration.
-fn run_compaction(inner: &DbInner, state: &mut MutexGuard<'_, State>, task: CompactionTask) -> Result<()> {
+fn run_compaction(
+    inner: &DbInner,
+    state: &mut MutexGuard<'_, State>,
+    task: CompactionTask,
+) -> Result<()> {
     if task.trivial_move {
         let edit = picker::result_edit(&task, Vec::new());
         state.versions.log_and_apply(edit)?;
@@ -171,7 +196,9 @@ fn run_compaction(inner: &DbInner, state: &mut MutexGuard<'_, State>, task: Comp
     let version = state.versions.current();
 
     let mut allocated = Vec::new();
-    let result = MutexGuard::unlocked(state, || compact(inner, &task, &version, snapshots, &mut allocated));
+    let result = MutexGuard::unlocked(state, || {
+        compact(inner, &task, &version, snapshots, &mut allocated)
+    });
     for n in &inputs {
         state.busy.remove(n);
     }
@@ -187,14 +214,18 @@ fn run_compaction(inner: &DbInner, state: &mut MutexGuard<'_, State>, task: Comp
         }
     };
     // On a MANIFEST failure the outputs stay protected as pending: the edit may be on disk.
-    state.versions.log_and_apply(picker::result_edit(&task, outputs))?;
+    state
+        .versions
+        .log_and_apply(picker::result_edit(&task, outputs))?;
     for n in &allocated {
         state.pending_outputs.remove(n);
     }
     inner.install_super_version(state);
     let c = &inner.counters;
-    c.compaction_bytes_read.fetch_add(task.input_bytes(), Ordering::Relaxed);
-    c.compaction_bytes_written.fetch_add(written, Ordering::Relaxed);
+    c.compaction_bytes_read
+        .fetch_add(task.input_bytes(), Ordering::Relaxed);
+    c.compaction_bytes_written
+        .fetch_add(written, Ordering::Relaxed);
     c.compactions.fetch_add(1, Ordering::Relaxed);
     delete_obsolete_files(inner, state);
     Ok(())
@@ -239,8 +270,14 @@ fn compact(
         allocated.push(n);
         n
     };
-    let (outputs, stats) =
-        job::write_tables(&mut input, &mut retention, &absent, &spec, &mut next_number, &inner.closed)?;
+    let (outputs, stats) = job::write_tables(
+        &mut input,
+        &mut retention,
+        &absent,
+        &spec,
+        &mut next_number,
+        &inner.closed,
+    )?;
     sync_dir(inner)?;
     Ok((outputs, stats.bytes_written))
 }
@@ -249,12 +286,18 @@ fn compact(
 fn level_iterator(inner: &DbInner, files: &[Arc<FileMeta>]) -> Box<dyn InternalIterator> {
     let files: Vec<LevelFile> = files
         .iter()
-        .map(|f| LevelFile { smallest: f.smallest.clone(), largest: f.largest.clone(), number: f.number })
+        .map(|f| LevelFile {
+            smallest: f.smallest.clone(),
+            largest: f.largest.clone(),
+            number: f.number,
+        })
         .collect();
     let cache = inner.table_cache.clone();
     Box::new(LevelIterator::new(
         files.into(),
-        Arc::new(move |number| Ok(Box::new(cache.get(number)?.iter(false)) as Box<dyn InternalIterator>)),
+        Arc::new(move |number| {
+            Ok(Box::new(cache.get(number)?.iter(false)) as Box<dyn InternalIterator>)
+        }),
     ))
 }
 
@@ -337,7 +380,10 @@ pub(crate) fn flush_all(inner: &DbInner) -> Result<()> {
 pub(crate) fn compact_range(inner: &DbInner, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Result<()> {
     let deepest = {
         let version = inner.state.lock().versions.current();
-        (1..version.num_levels()).filter(|&l| !version.overlapping_files(l, lo, hi).is_empty()).max().unwrap_or(1)
+        (1..version.num_levels())
+            .filter(|&l| !version.overlapping_files(l, lo, hi).is_empty())
+            .max()
+            .unwrap_or(1)
     };
     for level in 0..deepest {
         let mut state = inner.state.lock();
@@ -353,7 +399,16 @@ pub(crate) fn compact_range(inner: &DbInner, lo: Option<&[u8]>, hi: Option<&[u8]
             if version.overlapping_files(level, lo, hi).is_empty() {
                 break Ok(());
             }
-            let picked = picker::pick_manual(&PickerState { version: &version, options: &inner.options, busy: &state.busy }, level, lo, hi);
+            let picked = picker::pick_manual(
+                &PickerState {
+                    version: &version,
+                    options: &inner.options,
+                    busy: &state.busy,
+                },
+                level,
+                lo,
+                hi,
+            );
             match picked {
                 Some(task) => break run_compaction(inner, &mut state, task),
                 None => {

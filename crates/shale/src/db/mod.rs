@@ -33,6 +33,7 @@ pub use snapshot::Snapshot;
 pub use stats::Stats;
 
 use crate::batch::WriteBatch;
+use crate::cache::BlockCache;
 use crate::compaction::picker;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{FileLock, Fs};
@@ -40,7 +41,6 @@ use crate::iter::DbIterator;
 use crate::key::SeqNo;
 use crate::memtable::Memtable;
 use crate::options::{Options, WriteOptions};
-use crate::cache::BlockCache;
 use crate::table_cache::TableCache;
 use crate::version::set::VersionSet;
 use crate::version::version::Version;
@@ -131,21 +131,34 @@ impl Db {
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         let inner = Arc::new(open::open(path.as_ref(), options)?);
         let threads = background::start(&inner)?;
-        Ok(Db { inner, threads: Mutex::new(threads) })
+        Ok(Db {
+            inner,
+            threads: Mutex::new(threads),
+        })
     }
 
     /// Sets `key` to `value` with the default durability ([`Options::default_durability`]).
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.put(key, value);
-        self.write(batch, &WriteOptions { durability: self.inner.options.default_durability })
+        self.write(
+            batch,
+            &WriteOptions {
+                durability: self.inner.options.default_durability,
+            },
+        )
     }
 
     /// Deletes `key` (a no-op if absent) with the default durability.
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.delete(key);
-        self.write(batch, &WriteOptions { durability: self.inner.options.default_durability })
+        self.write(
+            batch,
+            &WriteOptions {
+                durability: self.inner.options.default_durability,
+            },
+        )
     }
 
     /// Applies `batch` atomically: readers see all of it or none of it, and recovery restores all of
@@ -253,7 +266,9 @@ impl Drop for Db {
 
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db").field("path", &self.inner.dir).finish_non_exhaustive()
+        f.debug_struct("Db")
+            .field("path", &self.inner.dir)
+            .finish_non_exhaustive()
     }
 }
 
@@ -261,7 +276,10 @@ impl DbInner {
     /// Fails with `Closed` after close.
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
-            return Err(Error::new(ErrorKind::Closed, format!("database {} is closed", self.dir.display())));
+            return Err(Error::new(
+                ErrorKind::Closed,
+                format!("database {} is closed", self.dir.display()),
+            ));
         }
         Ok(())
     }

@@ -41,14 +41,21 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
         )));
     }
     if current_exists && options.error_if_exists {
-        return Err(Error::invalid_argument(format!("a database already exists at {}", dir.display())));
+        return Err(Error::invalid_argument(format!(
+            "a database already exists at {}",
+            dir.display()
+        )));
     }
-    fs.create_dir_all(dir).ctx(|| format!("create directory {}", dir.display()))?;
+    fs.create_dir_all(dir)
+        .ctx(|| format!("create directory {}", dir.display()))?;
     let lock = fs.lock(&filename::lock(dir)).map_err(|e| {
         if e.kind() == std::io::ErrorKind::WouldBlock {
             Error::new(
                 ErrorKind::Busy,
-                format!("database {} is locked: another process or handle has it open", dir.display()),
+                format!(
+                    "database {} is locked: another process or handle has it open",
+                    dir.display()
+                ),
             )
         } else {
             Error::io(e, format!("lock {}", filename::lock(dir).display()))
@@ -56,9 +63,19 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
     })?;
 
     let mut versions = if current_exists {
-        VersionSet::recover(dir, fs.clone(), options.num_levels, options.max_manifest_size)?
+        VersionSet::recover(
+            dir,
+            fs.clone(),
+            options.num_levels,
+            options.max_manifest_size,
+        )?
     } else {
-        VersionSet::create(dir, fs.clone(), options.num_levels, options.max_manifest_size)?
+        VersionSet::create(
+            dir,
+            fs.clone(),
+            options.num_levels,
+            options.max_manifest_size,
+        )?
     };
     let names = fs.list_dir(dir).ctx(|| format!("list {}", dir.display()))?;
     check_tables_exist(dir, &versions, &names)?;
@@ -73,8 +90,14 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
         }
     }
 
-    let block_cache = (options.block_cache_size > 0).then(|| Arc::new(BlockCache::new(options.block_cache_size)));
-    let table_cache = TableCache::new(dir.to_path_buf(), fs.clone(), options.max_open_files, block_cache.clone());
+    let block_cache =
+        (options.block_cache_size > 0).then(|| Arc::new(BlockCache::new(options.block_cache_size)));
+    let table_cache = TableCache::new(
+        dir.to_path_buf(),
+        fs.clone(),
+        options.max_open_files,
+        block_cache.clone(),
+    );
 
     let mut wals: Vec<u64> = names
         .iter()
@@ -89,14 +112,21 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
     let mem = memtable::new_memtable(&options);
     let wal_number = versions.new_file_number();
     let wal_path = filename::wal(dir, wal_number);
-    let wal_file = fs.create(&wal_path).ctx(|| format!("create {}", wal_path.display()))?;
+    let wal_file = fs
+        .create(&wal_path)
+        .ctx(|| format!("create {}", wal_path.display()))?;
     let last_seq = versions.last_seq();
     let inner = DbInner {
         dir: dir.to_path_buf(),
         options,
         fs,
         writers: Mutex::new(Default::default()),
-        wal: Mutex::new(WalState::new(LogWriter::new(wal_file), wal_number, mem.clone(), last_seq)),
+        wal: Mutex::new(WalState::new(
+            LogWriter::new(wal_file),
+            wal_number,
+            mem.clone(),
+            last_seq,
+        )),
         state: Mutex::new(State {
             versions,
             mem: mem.clone(),
@@ -136,9 +166,14 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
         // After recovery the set has no open MANIFEST, so this writes a fresh one holding a snapshot
         // that includes the edit; a new database appends the edit to the MANIFEST it just created.
         state.versions.log_and_apply(edit)?;
-        inner.fs.sync_dir(&inner.dir).ctx(|| format!("sync directory {}", inner.dir.display()))?;
+        inner
+            .fs
+            .sync_dir(&inner.dir)
+            .ctx(|| format!("sync directory {}", inner.dir.display()))?;
         inner.wal.lock().last_seq = seq;
-        inner.visible_seq.store(seq, std::sync::atomic::Ordering::Release);
+        inner
+            .visible_seq
+            .store(seq, std::sync::atomic::Ordering::Release);
         inner.install_super_version(&state);
         remove_temporaries(&inner, &names);
         background::delete_obsolete_files(&inner, &mut state);
@@ -155,8 +190,14 @@ fn check_tables_exist(dir: &Path, versions: &VersionSet, names: &[String]) -> Re
             _ => None,
         })
         .collect();
-    if let Some(missing) = versions.current().file_numbers().find(|n| !present.contains(n)) {
-        let manifest = versions.manifest_number().map_or_else(|| "the MANIFEST".to_owned(), filename::manifest_name);
+    if let Some(missing) = versions
+        .current()
+        .file_numbers()
+        .find(|n| !present.contains(n))
+    {
+        let manifest = versions
+            .manifest_number()
+            .map_or_else(|| "the MANIFEST".to_owned(), filename::manifest_name);
         return Err(Error::corruption(
             &filename::table(dir, missing),
             0,
@@ -174,13 +215,18 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
     let mut mem: Arc<dyn Memtable> = memtable::new_memtable(&inner.options);
     for &number in wals {
         let path = filename::wal(&inner.dir, number);
-        let data = inner.fs.read_all(&path).ctx(|| format!("read {}", path.display()))?;
+        let data = inner
+            .fs
+            .read_all(&path)
+            .ctx(|| format!("read {}", path.display()))?;
         let mut reader = LogReader::new(data, path.clone(), inner.options.wal_recovery.into());
         while let Some((offset, record)) = reader.next_record()? {
-            let batch = WriteBatch::from_bytes(record.to_vec()).map_err(|e| Error::corruption(&path, offset, e.message()))?;
+            let batch = WriteBatch::from_bytes(record.to_vec())
+                .map_err(|e| Error::corruption(&path, offset, e.message()))?;
             let mut seq = batch.seq();
             for entry in batch.iter() {
-                let (kind, key, value) = entry.map_err(|e| Error::corruption(&path, offset, e.message()))?;
+                let (kind, key, value) =
+                    entry.map_err(|e| Error::corruption(&path, offset, e.message()))?;
                 mem.insert(key, seq, kind, value);
                 max_seq = max_seq.max(seq);
                 seq += 1;
@@ -197,7 +243,11 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
     Ok((edit, max_seq))
 }
 
-fn flush_recovered(inner: &DbInner, mem: &mut Arc<dyn Memtable>, edit: &mut VersionEdit) -> Result<()> {
+fn flush_recovered(
+    inner: &DbInner,
+    mem: &mut Arc<dyn Memtable>,
+    edit: &mut VersionEdit,
+) -> Result<()> {
     if mem.is_empty() {
         return Ok(());
     }
@@ -205,7 +255,8 @@ fn flush_recovered(inner: &DbInner, mem: &mut Arc<dyn Memtable>, edit: &mut Vers
     let full = std::mem::replace(mem, memtable::new_memtable(&inner.options));
     if let Some(meta) = background::write_level0(inner, full, number, Vec::new())? {
         let c = &inner.counters;
-        c.flush_bytes_written.fetch_add(meta.file_size, std::sync::atomic::Ordering::Relaxed);
+        c.flush_bytes_written
+            .fetch_add(meta.file_size, std::sync::atomic::Ordering::Relaxed);
         c.flushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         edit.new_files.push((0, meta));
     }

@@ -21,7 +21,9 @@ pub(crate) fn get(inner: &DbInner, key: &[u8], seq: SeqNo) -> Result<Option<Vec<
     let sv = inner.current_super_version();
     for mem in std::iter::once(&sv.mem).chain(sv.sealed.iter()) {
         match mem.get(key, seq) {
-            Some(MemtableGet::Found { kind, value, .. }) => return value_of(kind, value, || "a memtable".to_owned()),
+            Some(MemtableGet::Found { kind, value, .. }) => {
+                return value_of(kind, value, || "a memtable".to_owned())
+            }
             Some(MemtableGet::Deleted { .. }) => return Ok(None),
             None => {}
         }
@@ -48,23 +50,37 @@ pub(crate) fn get(inner: &DbInner, key: &[u8], seq: SeqNo) -> Result<Option<Vec<
 /// Looks `target` up in one SST: `Some(value or None-for-deleted)` when the file decides the key.
 fn table_get(inner: &DbInner, f: &FileMeta, target: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
     let table = inner.table_cache.get(f.number)?;
-    let Some((ikey, value)) = table.get(target)? else { return Ok(None) };
+    let Some((ikey, value)) = table.get(target)? else {
+        return Ok(None);
+    };
     let path = || filename::table(&inner.dir, f.number).display().to_string();
-    let parsed = parse_internal_key(&ikey)
-        .ok_or_else(|| Error::corruption(&filename::table(&inner.dir, f.number), 0, "malformed internal key"))?;
+    let parsed = parse_internal_key(&ikey).ok_or_else(|| {
+        Error::corruption(
+            &filename::table(&inner.dir, f.number),
+            0,
+            "malformed internal key",
+        )
+    })?;
     match parsed.kind {
         ValueKind::Deletion => Ok(Some(None)),
         kind => value_of(kind, value, path).map(Some),
     }
 }
 
-fn value_of(kind: ValueKind, value: Vec<u8>, source: impl FnOnce() -> String) -> Result<Option<Vec<u8>>> {
+fn value_of(
+    kind: ValueKind,
+    value: Vec<u8>,
+    source: impl FnOnce() -> String,
+) -> Result<Option<Vec<u8>>> {
     match kind {
         ValueKind::Value => Ok(Some(value)),
         ValueKind::Deletion => Ok(None),
         ValueKind::BlobRef => Err(Error::new(
             ErrorKind::NotSupported,
-            format!("{} holds a blob reference, but this build does not read blob files", source()),
+            format!(
+                "{} holds a blob reference, but this build does not read blob files",
+                source()
+            ),
         )),
     }
 }
@@ -111,7 +127,8 @@ pub(crate) fn iterator(
             return Box::new(ErrorIter(e.clone()));
         }
         let sv = &source_sv;
-        let mut children: Vec<Box<dyn InternalIterator>> = Vec::with_capacity(2 + sv.sealed.len() + sv.version.num_levels());
+        let mut children: Vec<Box<dyn InternalIterator>> =
+            Vec::with_capacity(2 + sv.sealed.len() + sv.version.num_levels());
         children.push(sv.mem.clone().iter());
         children.extend(sv.sealed.iter().map(|m| m.clone().iter()));
         for f in &sv.version.levels[0] {
@@ -123,11 +140,21 @@ pub(crate) fn iterator(
                 Err(e) => children.push(Box::new(ErrorIter(e))),
             }
         }
-        for files in sv.version.levels.iter().skip(1).filter(|files| !files.is_empty()) {
+        for files in sv
+            .version
+            .levels
+            .iter()
+            .skip(1)
+            .filter(|files| !files.is_empty())
+        {
             let files: Vec<LevelFile> = files
                 .iter()
                 .filter(|f| overlaps(f, range_lo.as_deref(), range_hi.as_deref()))
-                .map(|f| LevelFile { smallest: f.smallest.clone(), largest: f.largest.clone(), number: f.number })
+                .map(|f| LevelFile {
+                    smallest: f.smallest.clone(),
+                    largest: f.largest.clone(),
+                    number: f.number,
+                })
                 .collect();
             if files.is_empty() {
                 continue;
@@ -135,12 +162,21 @@ pub(crate) fn iterator(
             let cache = cache.clone();
             children.push(Box::new(LevelIterator::new(
                 files.into(),
-                Arc::new(move |number| Ok(Box::new(cache.get(number)?.iter(true)) as Box<dyn InternalIterator>)),
+                Arc::new(move |number| {
+                    Ok(Box::new(cache.get(number)?.iter(true)) as Box<dyn InternalIterator>)
+                }),
             )));
         }
         Box::new(MergingIterator::new(children))
     };
-    DbIterator::new(Box::new(make_source), seq, lo, hi, None, Box::new((sv, pin)))
+    DbIterator::new(
+        Box::new(make_source),
+        seq,
+        lo,
+        hi,
+        None,
+        Box::new((sv, pin)),
+    )
 }
 
 fn user_bound(b: &Bound<Vec<u8>>) -> Option<Vec<u8>> {
@@ -151,7 +187,8 @@ fn user_bound(b: &Bound<Vec<u8>>) -> Option<Vec<u8>> {
 }
 
 fn overlaps(f: &FileMeta, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
-    lo.is_none_or(|lo| user_key(&f.largest) >= lo) && hi.is_none_or(|hi| user_key(&f.smallest) <= hi)
+    lo.is_none_or(|lo| user_key(&f.largest) >= lo)
+        && hi.is_none_or(|hi| user_key(&f.smallest) <= hi)
 }
 
 /// Statistics as of now.
@@ -163,10 +200,21 @@ pub(crate) fn stats(inner: &DbInner) -> Stats {
         let v = state.versions.current();
         s.files_per_level = v.levels.iter().map(Vec::len).collect();
         s.bytes_per_level = (0..v.num_levels()).map(|l| v.level_bytes(l)).collect();
-        s.memtable_bytes = (state.mem.approximate_bytes() + state.sealed.iter().map(|m| m.mem.approximate_bytes()).sum::<usize>()) as u64;
+        s.memtable_bytes = (state.mem.approximate_bytes()
+            + state
+                .sealed
+                .iter()
+                .map(|m| m.mem.approximate_bytes())
+                .sum::<usize>()) as u64;
         s.sealed_memtables = state.sealed.len() as u64;
         s.pending_compaction_bytes = picker::pending_compaction_bytes(&v, &inner.options);
-        s.live_data_bytes = v.levels.iter().flatten().map(|f| f.raw_key_bytes + f.raw_value_bytes).sum::<u64>() + s.memtable_bytes;
+        s.live_data_bytes = v
+            .levels
+            .iter()
+            .flatten()
+            .map(|f| f.raw_key_bytes + f.raw_value_bytes)
+            .sum::<u64>()
+            + s.memtable_bytes;
         s.snapshots = state.snapshots.values().map(|&n| n as u64).sum();
     }
     if let Some(cache) = &inner.block_cache {

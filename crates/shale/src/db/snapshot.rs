@@ -42,7 +42,9 @@ impl Snapshot {
             *state.snapshots.entry(seq).or_insert(0) += 1;
             seq
         };
-        Snapshot { handle: Arc::new(Registration { db, seq }) }
+        Snapshot {
+            handle: Arc::new(Registration { db, seq }),
+        }
     }
 
     /// The sequence number this snapshot reads at.
@@ -59,7 +61,13 @@ impl Snapshot {
     /// Entries with keys in `range` as of the snapshot; double-ended.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
         let (lo, hi) = owned_bounds(&range);
-        read::iterator(&self.handle.db, lo, hi, self.handle.seq, Box::new(self.handle.clone()))
+        read::iterator(
+            &self.handle.db,
+            lo,
+            hi,
+            self.handle.seq,
+            Box::new(self.handle.clone()),
+        )
     }
 
     /// Every entry as of the snapshot; double-ended.
@@ -71,12 +79,20 @@ impl Snapshot {
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         let prefix = prefix.as_ref().to_vec();
         let hi = crate::iter::prefix_upper_bound(&prefix);
-        read::iterator(&self.handle.db, Bound::Included(prefix), hi, self.handle.seq, Box::new(self.handle.clone()))
+        read::iterator(
+            &self.handle.db,
+            Bound::Included(prefix),
+            hi,
+            self.handle.seq,
+            Box::new(self.handle.clone()),
+        )
     }
 }
 
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Snapshot").field("seq", &self.handle.seq).finish()
+        f.debug_struct("Snapshot")
+            .field("seq", &self.handle.seq)
+            .finish()
     }
 }

@@ -23,7 +23,9 @@ const MIN_RATE_FRACTION: f64 = 0.1;
 pub(crate) enum Pressure {
     None,
     /// Writers are paced to `bytes_per_sec`.
-    Slowdown { bytes_per_sec: u64 },
+    Slowdown {
+        bytes_per_sec: u64,
+    },
     /// Writers wait until background work relieves the pressure.
     Stop,
 }
@@ -38,7 +40,9 @@ pub(crate) struct Load {
 
 /// The pressure that `load` puts on writers.
 pub(crate) fn pressure(load: Load, opts: &Options) -> Pressure {
-    if load.l0_files >= opts.level0_stop_trigger || load.pending_compaction_bytes >= opts.hard_pending_compaction_bytes {
+    if load.l0_files >= opts.level0_stop_trigger
+        || load.pending_compaction_bytes >= opts.hard_pending_compaction_bytes
+    {
         return Pressure::Stop;
     }
     let mut fraction: Option<f64> = None;
@@ -48,7 +52,8 @@ pub(crate) fn pressure(load: Load, opts: &Options) -> Pressure {
         raise((load.l0_files - opts.level0_slowdown_trigger) as f64 / span);
     }
     if load.pending_compaction_bytes >= opts.soft_pending_compaction_bytes {
-        let span = (opts.hard_pending_compaction_bytes - opts.soft_pending_compaction_bytes).max(1) as f64;
+        let span =
+            (opts.hard_pending_compaction_bytes - opts.soft_pending_compaction_bytes).max(1) as f64;
         raise((load.pending_compaction_bytes - opts.soft_pending_compaction_bytes) as f64 / span);
     }
     if opts.max_write_buffers >= 3 && load.sealed_memtables + 2 >= opts.max_write_buffers {
@@ -58,7 +63,9 @@ pub(crate) fn pressure(load: Load, opts: &Options) -> Pressure {
         None => Pressure::None,
         Some(f) => {
             let scale = 1.0 - (1.0 - MIN_RATE_FRACTION) * f.clamp(0.0, 1.0);
-            Pressure::Slowdown { bytes_per_sec: ((opts.delayed_write_rate as f64 * scale) as u64).max(1) }
+            Pressure::Slowdown {
+                bytes_per_sec: ((opts.delayed_write_rate as f64 * scale) as u64).max(1),
+            }
         }
     }
 }
@@ -83,7 +90,9 @@ impl WriteController {
         match self.encoded.load(Ordering::Acquire) {
             NONE => Pressure::None,
             STOP => Pressure::Stop,
-            rate => Pressure::Slowdown { bytes_per_sec: rate },
+            rate => Pressure::Slowdown {
+                bytes_per_sec: rate,
+            },
         }
     }
 }
@@ -93,12 +102,20 @@ mod tests {
     use super::*;
 
     fn load(l0: usize) -> Load {
-        Load { l0_files: l0, sealed_memtables: 0, pending_compaction_bytes: 0 }
+        Load {
+            l0_files: l0,
+            sealed_memtables: 0,
+            pending_compaction_bytes: 0,
+        }
     }
 
     #[test]
     fn writes_slow_down_gradually_before_they_stop() {
-        let opts = Options { level0_slowdown_trigger: 10, level0_stop_trigger: 20, ..Options::default() };
+        let opts = Options {
+            level0_slowdown_trigger: 10,
+            level0_stop_trigger: 20,
+            ..Options::default()
+        };
         assert_eq!(pressure(load(9), &opts), Pressure::None);
         let rate = |l0| match pressure(load(l0), &opts) {
             Pressure::Slowdown { bytes_per_sec } => bytes_per_sec,
@@ -113,7 +130,13 @@ mod tests {
     #[test]
     fn controller_round_trips_every_pressure() {
         let c = WriteController::default();
-        for p in [Pressure::None, Pressure::Stop, Pressure::Slowdown { bytes_per_sec: 12345 }] {
+        for p in [
+            Pressure::None,
+            Pressure::Stop,
+            Pressure::Slowdown {
+                bytes_per_sec: 12345,
+            },
+        ] {
             c.set(p);
             assert_eq!(c.get(), p);
         }

@@ -71,8 +71,20 @@ pub(crate) struct WalState {
 }
 
 impl WalState {
-    pub(crate) fn new(writer: LogWriter, number: u64, mem: Arc<dyn Memtable>, last_seq: SeqNo) -> WalState {
-        WalState { writer, number, mem, last_seq, group: WriteBatch::new(), slowdown_debt_micros: 0.0 }
+    pub(crate) fn new(
+        writer: LogWriter,
+        number: u64,
+        mem: Arc<dyn Memtable>,
+        last_seq: SeqNo,
+    ) -> WalState {
+        WalState {
+            writer,
+            number,
+            mem,
+            last_seq,
+            group: WriteBatch::new(),
+            slowdown_debt_micros: 0.0,
+        }
     }
 }
 
@@ -144,8 +156,17 @@ fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
 fn lead(inner: &Arc<DbInner>) -> Result<()> {
     let group: Vec<Arc<Writer>> = {
         let mut queue = inner.writers.lock();
-        let first = queue.queue.front().expect("the leader is queued").batch.encoded_len();
-        let limit = if first <= SMALL_GROUP_EXTRA_BYTES { first + SMALL_GROUP_EXTRA_BYTES } else { MAX_GROUP_BYTES };
+        let first = queue
+            .queue
+            .front()
+            .expect("the leader is queued")
+            .batch
+            .encoded_len();
+        let limit = if first <= SMALL_GROUP_EXTRA_BYTES {
+            first + SMALL_GROUP_EXTRA_BYTES
+        } else {
+            MAX_GROUP_BYTES
+        };
         let mut bytes = 0usize;
         let mut take = 0usize;
         for w in &queue.queue {
@@ -190,7 +211,11 @@ fn write_group(inner: &Arc<DbInner>, group: &[Arc<Writer>]) -> Result<()> {
     let sync = group.iter().any(|w| w.sync);
     let payload = wal.group.as_bytes();
     let path = || filename::wal(&inner.dir, wal.number).display().to_string();
-    if let Err(e) = wal.writer.add_record(payload).and_then(|()| wal.writer.flush()) {
+    if let Err(e) = wal
+        .writer
+        .add_record(payload)
+        .and_then(|()| wal.writer.flush())
+    {
         return Err(inner.set_poison(Error::io(e, format!("append to {}", path()))));
     }
     if sync {
@@ -212,8 +237,10 @@ fn write_group(inner: &Arc<DbInner>, group: &[Arc<Writer>]) -> Result<()> {
     inner.visible_seq.store(wal.last_seq, Ordering::Release);
 
     let c = &inner.counters;
-    c.wal_bytes_written.fetch_add(payload.len() as u64, Ordering::Relaxed);
-    c.user_bytes_written.fetch_add(user_bytes, Ordering::Relaxed);
+    c.wal_bytes_written
+        .fetch_add(payload.len() as u64, Ordering::Relaxed);
+    c.user_bytes_written
+        .fetch_add(user_bytes, Ordering::Relaxed);
     c.writes.fetch_add(group.len() as u64, Ordering::Relaxed);
     Ok(())
 }
@@ -229,7 +256,12 @@ fn make_room(inner: &Arc<DbInner>, wal: &mut WalState, bytes: usize) -> Result<(
         match inner.controller.get() {
             Pressure::Stop => {
                 let mut state = inner.state.lock();
-                stall(inner, true, |_| inner.controller.get() == Pressure::Stop, &mut state);
+                stall(
+                    inner,
+                    true,
+                    |_| inner.controller.get() == Pressure::Stop,
+                    &mut state,
+                );
                 continue;
             }
             Pressure::Slowdown { bytes_per_sec } if !slowed => {
@@ -240,7 +272,10 @@ fn make_room(inner: &Arc<DbInner>, wal: &mut WalState, bytes: usize) -> Result<(
                     std::thread::sleep(Duration::from_micros(wal.slowdown_debt_micros as u64));
                     wal.slowdown_debt_micros = 0.0;
                     let waited = start.elapsed().as_micros() as u64;
-                    inner.counters.stall_micros.fetch_add(waited, Ordering::Relaxed);
+                    inner
+                        .counters
+                        .stall_micros
+                        .fetch_add(waited, Ordering::Relaxed);
                 }
                 continue;
             }
@@ -252,7 +287,12 @@ fn make_room(inner: &Arc<DbInner>, wal: &mut WalState, bytes: usize) -> Result<(
         let mut state = inner.state.lock();
         if state.sealed.len() + 1 >= inner.options.max_write_buffers {
             let max = inner.options.max_write_buffers;
-            stall(inner, true, |s: &State| s.sealed.len() + 1 >= max, &mut state);
+            stall(
+                inner,
+                true,
+                |s: &State| s.sealed.len() + 1 >= max,
+                &mut state,
+            );
             continue;
         }
         return switch_memtable(inner, wal, &mut state);
@@ -260,17 +300,31 @@ fn make_room(inner: &Arc<DbInner>, wal: &mut WalState, bytes: usize) -> Result<(
 }
 
 /// Waits on the background condition variable while `blocked` holds, counting the time.
-fn stall(inner: &DbInner, stop: bool, blocked: impl Fn(&State) -> bool, state: &mut parking_lot::MutexGuard<'_, State>) {
-    if !blocked(state) || inner.closed.load(Ordering::Acquire) || inner.poisoned.load(Ordering::Acquire) {
+fn stall(
+    inner: &DbInner,
+    stop: bool,
+    blocked: impl Fn(&State) -> bool,
+    state: &mut parking_lot::MutexGuard<'_, State>,
+) {
+    if !blocked(state)
+        || inner.closed.load(Ordering::Acquire)
+        || inner.poisoned.load(Ordering::Acquire)
+    {
         return;
     }
     let start = Instant::now();
     inner.bg_cv.notify_all();
     inner.bg_cv.wait_for(state, STALL_RECHECK);
     let waited = start.elapsed().as_micros() as u64;
-    inner.counters.stall_micros.fetch_add(waited, Ordering::Relaxed);
+    inner
+        .counters
+        .stall_micros
+        .fetch_add(waited, Ordering::Relaxed);
     if stop {
-        inner.counters.stop_micros.fetch_add(waited, Ordering::Relaxed);
+        inner
+            .counters
+            .stop_micros
+            .fetch_add(waited, Ordering::Relaxed);
     }
 }
 
@@ -279,11 +333,21 @@ fn stall(inner: &DbInner, stop: bool, blocked: impl Fn(&State) -> bool, state: &
 /// # Errors
 /// `Io` when the new WAL cannot be created (nothing changes; the write can be retried); a `Poisoned`
 /// error when the old WAL cannot be synced.
-pub(crate) fn switch_memtable(inner: &DbInner, wal: &mut WalState, state: &mut State) -> Result<()> {
+pub(crate) fn switch_memtable(
+    inner: &DbInner,
+    wal: &mut WalState,
+    state: &mut State,
+) -> Result<()> {
     let number = state.versions.new_file_number();
     let path = filename::wal(&inner.dir, number);
-    let file = inner.fs.create(&path).map_err(|e| Error::io(e, format!("create {}", path.display())))?;
-    inner.fs.sync_dir(&inner.dir).map_err(|e| Error::io(e, format!("sync directory {}", inner.dir.display())))?;
+    let file = inner
+        .fs
+        .create(&path)
+        .map_err(|e| Error::io(e, format!("create {}", path.display())))?;
+    inner
+        .fs
+        .sync_dir(&inner.dir)
+        .map_err(|e| Error::io(e, format!("sync directory {}", inner.dir.display())))?;
     // Sync the old WAL first: after a power loss the newer WAL must never hold writes that follow
     // writes lost from the older one.
     if let Err(e) = wal.writer.sync() {
@@ -294,7 +358,10 @@ pub(crate) fn switch_memtable(inner: &DbInner, wal: &mut WalState, state: &mut S
     let old_mem = std::mem::replace(&mut wal.mem, mem.clone());
     let old_number = std::mem::replace(&mut wal.number, number);
     wal.writer = LogWriter::new(file);
-    state.sealed.push_back(Sealed { mem: old_mem, wal: old_number });
+    state.sealed.push_back(Sealed {
+        mem: old_mem,
+        wal: old_number,
+    });
     state.mem = mem;
     state.mem_wal = number;
     inner.install_super_version(state);
@@ -307,5 +374,7 @@ pub(crate) fn switch_memtable(inner: &DbInner, wal: &mut WalState, state: &mut S
 pub(crate) fn sync_wal_at_close(inner: &DbInner) -> Result<()> {
     let mut wal = inner.wal.lock();
     let path = filename::wal(&inner.dir, wal.number);
-    wal.writer.sync().map_err(|e| Error::io(e, format!("sync {}", path.display())))
+    wal.writer
+        .sync()
+        .map_err(|e| Error::io(e, format!("sync {}", path.display())))
 }

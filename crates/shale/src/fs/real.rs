@@ -84,7 +84,14 @@ impl Mmap {
         // SAFETY: a fresh private address range is requested (addr null); the fd is valid for the
         // call; the result is checked against MAP_FAILED before use.
         let ptr = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
         };
         (ptr != libc::MAP_FAILED).then_some(Mmap { ptr, len })
     }

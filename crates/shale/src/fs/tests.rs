@@ -345,7 +345,9 @@ fn directory_rename_moves_its_contents_and_refuses_to_nest_in_itself() {
     let fs = mem_with_db();
     fs.create_dir_all(p("db/staging")).unwrap();
     write(&fs, "db/staging/a", b"x", false);
-    let err = fs.rename(p("db/staging"), p("db/staging/inner")).unwrap_err();
+    let err = fs
+        .rename(p("db/staging"), p("db/staging/inner"))
+        .unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
     fs.rename(p("db/staging"), p("db/checkpoint")).unwrap();
     assert_eq!(fs.read_file("db/checkpoint/a").unwrap(), b"x");

@@ -59,7 +59,9 @@ struct VerifiedBlocks {
 
 impl VerifiedBlocks {
     fn new(offsets: Vec<u64>) -> VerifiedBlocks {
-        let bits = (0..offsets.len().div_ceil(64)).map(|_| Default::default()).collect();
+        let bits = (0..offsets.len().div_ceil(64))
+            .map(|_| Default::default())
+            .collect();
         VerifiedBlocks { offsets, bits }
     }
 
@@ -70,7 +72,8 @@ impl VerifiedBlocks {
     }
 
     fn contains(&self, offset: u64) -> bool {
-        self.slot(offset).is_some_and(|(w, bit)| w.load(std::sync::atomic::Ordering::Relaxed) & bit != 0)
+        self.slot(offset)
+            .is_some_and(|(w, bit)| w.load(std::sync::atomic::Ordering::Relaxed) & bit != 0)
     }
 
     fn insert(&self, offset: u64) {
@@ -274,7 +277,10 @@ impl Table {
                 bytes::Bytes::from(buf)
             }
         };
-        let trusted = self.verified.as_ref().is_some_and(|v| v.contains(handle.offset));
+        let trusted = self
+            .verified
+            .as_ref()
+            .is_some_and(|v| v.contains(handle.offset));
         let block = decode_stored_block(stored, !trusted)
             .map_err(|(at, what)| Error::corruption(&self.path, handle.offset + at as u64, what))?;
         if !trusted {

@@ -88,7 +88,14 @@ impl VersionEdit {
             put_varint64(buf, f.file_size);
             put_length_prefixed(buf, &f.smallest);
             put_length_prefixed(buf, &f.largest);
-            for v in [f.smallest_seq, f.largest_seq, f.num_entries, f.num_deletions, f.raw_key_bytes, f.raw_value_bytes] {
+            for v in [
+                f.smallest_seq,
+                f.largest_seq,
+                f.num_entries,
+                f.num_deletions,
+                f.raw_key_bytes,
+                f.raw_value_bytes,
+            ] {
                 put_varint64(buf, v);
             }
         }
@@ -105,12 +112,16 @@ impl VersionEdit {
         let mut edit = VersionEdit::default();
         loop {
             let at = r.position();
-            let tag = r.varint64().ok_or_else(|| format!("edit ends without its end tag at byte {at}"))?;
+            let tag = r
+                .varint64()
+                .ok_or_else(|| format!("edit ends without its end tag at byte {at}"))?;
             let truncated = || format!("field with tag {tag} at byte {at} is truncated");
             match tag {
                 TAG_END => break,
                 TAG_LOG_NUMBER => edit.log_number = Some(r.varint64().ok_or_else(truncated)?),
-                TAG_NEXT_FILE_NUMBER => edit.next_file_number = Some(r.varint64().ok_or_else(truncated)?),
+                TAG_NEXT_FILE_NUMBER => {
+                    edit.next_file_number = Some(r.varint64().ok_or_else(truncated)?)
+                }
                 TAG_LAST_SEQ => edit.last_seq = Some(r.varint64().ok_or_else(truncated)?),
                 TAG_COMPACT_POINTER => {
                     let level = level(r.varint64().ok_or_else(truncated)?)?;
@@ -119,7 +130,8 @@ impl VersionEdit {
                 }
                 TAG_DELETED_FILE => {
                     let level = level(r.varint64().ok_or_else(truncated)?)?;
-                    edit.deleted_files.push((level, r.varint64().ok_or_else(truncated)?));
+                    edit.deleted_files
+                        .push((level, r.varint64().ok_or_else(truncated)?));
                 }
                 TAG_NEW_FILE => {
                     let level = level(r.varint64().ok_or_else(truncated)?)?;
@@ -185,8 +197,13 @@ mod tests {
     use proptest::prelude::*;
 
     fn file() -> impl Strategy<Value = FileMeta> {
-        (any::<u64>(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..20), any::<[u64; 6]>()).prop_map(
-            |(number, file_size, key, v)| FileMeta {
+        (
+            any::<u64>(),
+            any::<u64>(),
+            proptest::collection::vec(any::<u8>(), 0..20),
+            any::<[u64; 6]>(),
+        )
+            .prop_map(|(number, file_size, key, v)| FileMeta {
                 number,
                 file_size,
                 smallest: internal_key(&key, v[0] >> 8, ValueKind::Value),
@@ -197,8 +214,7 @@ mod tests {
                 num_deletions: v[3],
                 raw_key_bytes: v[4],
                 raw_value_bytes: v[5],
-            },
-        )
+            })
     }
 
     fn edit() -> impl Strategy<Value = VersionEdit> {
@@ -206,16 +222,21 @@ mod tests {
             proptest::collection::vec((0usize..7, file()), 0..5),
             proptest::collection::vec((0usize..7, any::<u64>()), 0..5),
             any::<[Option<u64>; 3]>(),
-            proptest::collection::vec((0usize..7, proptest::collection::vec(any::<u8>(), 0..10)), 0..3),
+            proptest::collection::vec(
+                (0usize..7, proptest::collection::vec(any::<u8>(), 0..10)),
+                0..3,
+            ),
         )
-            .prop_map(|(new_files, deleted_files, c, compact_pointers)| VersionEdit {
-                new_files,
-                deleted_files,
-                log_number: c[0],
-                next_file_number: c[1],
-                last_seq: c[2],
-                compact_pointers,
-            })
+            .prop_map(
+                |(new_files, deleted_files, c, compact_pointers)| VersionEdit {
+                    new_files,
+                    deleted_files,
+                    log_number: c[0],
+                    next_file_number: c[1],
+                    last_seq: c[2],
+                    compact_pointers,
+                },
+            )
     }
 
     proptest! {
@@ -235,12 +256,19 @@ mod tests {
 
     #[test]
     fn truncated_or_extended_edits_are_rejected() {
-        let mut e = VersionEdit { log_number: Some(7), last_seq: Some(99), ..Default::default() };
+        let mut e = VersionEdit {
+            log_number: Some(7),
+            last_seq: Some(99),
+            ..Default::default()
+        };
         e.deleted_files.push((2, 5));
         let mut buf = Vec::new();
         e.encode(&mut buf);
         for len in 0..buf.len() {
-            assert!(VersionEdit::decode(&buf[..len]).is_err(), "prefix of {len} bytes decoded");
+            assert!(
+                VersionEdit::decode(&buf[..len]).is_err(),
+                "prefix of {len} bytes decoded"
+            );
         }
         buf.push(1);
         assert!(VersionEdit::decode(&buf).is_err());
@@ -248,7 +276,11 @@ mod tests {
 
     #[test]
     fn unknown_tags_and_deep_levels_are_rejected() {
-        assert!(VersionEdit::decode(&[9, 0x7f]).unwrap_err().contains("unknown field tag 9"));
-        assert!(VersionEdit::decode(&[TAG_DELETED_FILE as u8, 70, 1, 0x7f]).unwrap_err().contains("level 70"));
+        assert!(VersionEdit::decode(&[9, 0x7f])
+            .unwrap_err()
+            .contains("unknown field tag 9"));
+        assert!(VersionEdit::decode(&[TAG_DELETED_FILE as u8, 70, 1, 0x7f])
+            .unwrap_err()
+            .contains("level 70"));
     }
 }

@@ -42,7 +42,12 @@ pub(crate) struct VersionSet {
 
 impl VersionSet {
     /// Creates the MANIFEST and CURRENT of a new, empty database.
-    pub(crate) fn create(dir: &Path, fs: Arc<dyn Fs>, num_levels: usize, max_manifest_size: u64) -> Result<VersionSet> {
+    pub(crate) fn create(
+        dir: &Path,
+        fs: Arc<dyn Fs>,
+        num_levels: usize,
+        max_manifest_size: u64,
+    ) -> Result<VersionSet> {
         let mut set = VersionSet {
             dir: dir.to_path_buf(),
             fs,
@@ -64,18 +69,31 @@ impl VersionSet {
     /// # Errors
     /// `Corruption` naming the file when CURRENT or the MANIFEST is damaged, or when the MANIFEST
     /// contradicts itself; `Io` when a file cannot be read.
-    pub(crate) fn recover(dir: &Path, fs: Arc<dyn Fs>, num_levels: usize, max_manifest_size: u64) -> Result<VersionSet> {
+    pub(crate) fn recover(
+        dir: &Path,
+        fs: Arc<dyn Fs>,
+        num_levels: usize,
+        max_manifest_size: u64,
+    ) -> Result<VersionSet> {
         let current_path = filename::current(dir);
-        let current = fs.read_all(&current_path).ctx(|| format!("read {}", current_path.display()))?;
+        let current = fs
+            .read_all(&current_path)
+            .ctx(|| format!("read {}", current_path.display()))?;
         let name = std::str::from_utf8(&current)
             .ok()
             .and_then(|s| s.strip_suffix('\n'))
             .filter(|s| matches!(filename::parse(s), Some(filename::FileKind::Manifest(_))))
-            .ok_or_else(|| Error::corruption(&current_path, 0, "CURRENT does not name a MANIFEST"))?;
+            .ok_or_else(|| {
+                Error::corruption(&current_path, 0, "CURRENT does not name a MANIFEST")
+            })?;
         let manifest_path = dir.join(name);
         let data = fs.read_all(&manifest_path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
-                Error::corruption(&current_path, 0, format!("CURRENT names {name}, which does not exist"))
+                Error::corruption(
+                    &current_path,
+                    0,
+                    format!("CURRENT names {name}, which does not exist"),
+                )
             } else {
                 Error::io(e, format!("read {}", manifest_path.display()))
             }
@@ -89,15 +107,24 @@ impl VersionSet {
         let mut reader = LogReader::new(data, manifest_path.clone(), TailPolicy::CutTornTailOnly);
         let mut records = 0u64;
         while let Some((offset, record)) = reader.next_record()? {
-            let edit = VersionEdit::decode(record).map_err(|e| Error::corruption(&manifest_path, offset, e))?;
-            if let Some(level) = edit.new_files.iter().map(|(l, _)| *l).chain(edit.deleted_files.iter().map(|(l, _)| *l)).find(|&l| l >= num_levels) {
+            let edit = VersionEdit::decode(record)
+                .map_err(|e| Error::corruption(&manifest_path, offset, e))?;
+            if let Some(level) = edit
+                .new_files
+                .iter()
+                .map(|(l, _)| *l)
+                .chain(edit.deleted_files.iter().map(|(l, _)| *l))
+                .find(|&l| l >= num_levels)
+            {
                 return Err(Error::corruption(
                     &manifest_path,
                     offset,
                     format!("edit names level {level} but the database is opened with num_levels = {num_levels}"),
                 ));
             }
-            version = version.apply(&edit).map_err(|e| Error::corruption(&manifest_path, offset, e.message()))?;
+            version = version
+                .apply(&edit)
+                .map_err(|e| Error::corruption(&manifest_path, offset, e.message()))?;
             next_file_number = edit.next_file_number.or(next_file_number);
             last_seq = edit.last_seq.or(last_seq);
             log_number = edit.log_number.or(log_number);
@@ -109,7 +136,13 @@ impl VersionSet {
         if let Some(cut) = reader.tail_cut() {
             tracing::warn!(file = %manifest_path.display(), offset = cut.offset, reason = %cut.reason, "cut a torn MANIFEST tail");
         }
-        let missing = |what: &str| Error::corruption(&manifest_path, 0, format!("MANIFEST ({records} records) never sets {what}"));
+        let missing = |what: &str| {
+            Error::corruption(
+                &manifest_path,
+                0,
+                format!("MANIFEST ({records} records) never sets {what}"),
+            )
+        };
         let next_file_number = next_file_number.ok_or_else(|| missing("the next file number"))?;
         let last_seq = last_seq.ok_or_else(|| missing("the last sequence number"))?;
         let log_number = log_number.ok_or_else(|| missing("the log number"))?;
@@ -141,13 +174,23 @@ impl VersionSet {
         edit.next_file_number = Some(self.next_file_number);
         edit.last_seq = Some(self.last_seq);
         edit.log_number = Some(self.log_number);
-        edit.compact_pointers =
-            self.compact_pointers.iter().enumerate().filter(|(_, k)| !k.is_empty()).map(|(l, k)| (l, k.clone())).collect();
+        edit.compact_pointers = self
+            .compact_pointers
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| !k.is_empty())
+            .map(|(l, k)| (l, k.clone()))
+            .collect();
         let mut record = Vec::new();
         edit.encode(&mut record);
-        let file = self.fs.create(&path).ctx(|| format!("create {}", path.display()))?;
+        let file = self
+            .fs
+            .create(&path)
+            .ctx(|| format!("create {}", path.display()))?;
         let mut writer = LogWriter::new(file);
-        writer.add_record(&record).ctx(|| format!("write {}", path.display()))?;
+        writer
+            .add_record(&record)
+            .ctx(|| format!("write {}", path.display()))?;
         writer.sync().ctx(|| format!("sync {}", path.display()))?;
         self.set_current(number)?;
         self.manifest = Some((number, writer));
@@ -156,15 +199,26 @@ impl VersionSet {
 
     fn set_current(&self, manifest_number: u64) -> Result<()> {
         // The temporary file's number is derived from the MANIFEST's so it needs no counter update.
-        let tmp = self.dir.join(format!("{}.dbtmp", filename::manifest_name(manifest_number)));
+        let tmp = self.dir.join(format!(
+            "{}.dbtmp",
+            filename::manifest_name(manifest_number)
+        ));
         let current = filename::current(&self.dir);
-        let mut file = self.fs.create(&tmp).ctx(|| format!("create {}", tmp.display()))?;
+        let mut file = self
+            .fs
+            .create(&tmp)
+            .ctx(|| format!("create {}", tmp.display()))?;
         let contents = format!("{}\n", filename::manifest_name(manifest_number));
-        file.append(contents.as_bytes()).ctx(|| format!("write {}", tmp.display()))?;
+        file.append(contents.as_bytes())
+            .ctx(|| format!("write {}", tmp.display()))?;
         file.sync().ctx(|| format!("sync {}", tmp.display()))?;
         drop(file);
-        self.fs.rename(&tmp, &current).ctx(|| format!("rename {} to CURRENT", tmp.display()))?;
-        self.fs.sync_dir(&self.dir).ctx(|| format!("sync directory {}", self.dir.display()))
+        self.fs
+            .rename(&tmp, &current)
+            .ctx(|| format!("rename {} to CURRENT", tmp.display()))?;
+        self.fs
+            .sync_dir(&self.dir)
+            .ctx(|| format!("sync directory {}", self.dir.display()))
     }
 
     /// Writes `edit` to the MANIFEST, syncs it, and installs the resulting version.
@@ -185,7 +239,9 @@ impl VersionSet {
             edit.encode(&mut record);
             let (number, writer) = self.manifest.as_mut().expect("checked above");
             let path = filename::manifest(&self.dir, *number);
-            writer.add_record(&record).ctx(|| format!("write {}", path.display()))?;
+            writer
+                .add_record(&record)
+                .ctx(|| format!("write {}", path.display()))?;
             writer.sync().ctx(|| format!("sync {}", path.display()))?;
         }
         self.install(version, &edit);

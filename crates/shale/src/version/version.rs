@@ -27,7 +27,9 @@ pub(crate) struct Version {
 impl Version {
     /// An empty version with `num_levels` levels.
     pub(crate) fn empty(num_levels: usize) -> Version {
-        Version { levels: vec![Vec::new(); num_levels] }
+        Version {
+            levels: vec![Vec::new(); num_levels],
+        }
     }
 
     pub(crate) fn num_levels(&self) -> usize {
@@ -50,14 +52,19 @@ impl Version {
     /// `Corruption` when the edit deletes a file the version does not hold, adds a file number twice,
     /// or names a level the version does not have.
     pub(crate) fn apply(&self, edit: &VersionEdit) -> Result<Version> {
-        let corrupt = |what: String| Error::new(ErrorKind::Corruption, format!("version edit: {what}"));
+        let corrupt =
+            |what: String| Error::new(ErrorKind::Corruption, format!("version edit: {what}"));
         let mut deleted: HashSet<(Level, u64)> = HashSet::with_capacity(edit.deleted_files.len());
         for &(level, number) in &edit.deleted_files {
             if level >= self.levels.len() {
-                return Err(corrupt(format!("deletes file {number} from level {level}, beyond the last level")));
+                return Err(corrupt(format!(
+                    "deletes file {number} from level {level}, beyond the last level"
+                )));
             }
             if !self.levels[level].iter().any(|f| f.number == number) {
-                return Err(corrupt(format!("deletes file {number} which is not in level {level}")));
+                return Err(corrupt(format!(
+                    "deletes file {number} which is not in level {level}"
+                )));
             }
             deleted.insert((level, number));
         }
@@ -65,12 +72,21 @@ impl Version {
             .levels
             .iter()
             .enumerate()
-            .map(|(level, files)| files.iter().filter(|f| !deleted.contains(&(level, f.number))).cloned().collect())
+            .map(|(level, files)| {
+                files
+                    .iter()
+                    .filter(|f| !deleted.contains(&(level, f.number)))
+                    .cloned()
+                    .collect()
+            })
             .collect();
         let mut numbers: HashSet<u64> = levels.iter().flatten().map(|f| f.number).collect();
         for (level, meta) in &edit.new_files {
             if *level >= levels.len() {
-                return Err(corrupt(format!("adds file {} to level {level}, beyond the last level", meta.number)));
+                return Err(corrupt(format!(
+                    "adds file {} to level {level}, beyond the last level",
+                    meta.number
+                )));
             }
             if !numbers.insert(meta.number) {
                 return Err(corrupt(format!("adds file {} twice", meta.number)));
@@ -119,13 +135,19 @@ impl Version {
             };
             return files[start..]
                 .iter()
-                .take_while(|f| hi.as_ref().is_none_or(|hi| user_key(&f.smallest) <= hi.as_slice()))
+                .take_while(|f| {
+                    hi.as_ref()
+                        .is_none_or(|hi| user_key(&f.smallest) <= hi.as_slice())
+                })
                 .cloned()
                 .collect();
         }
         loop {
-            let chosen: Vec<Arc<FileMeta>> =
-                files.iter().filter(|f| file_overlaps(f, lo.as_deref(), hi.as_deref())).cloned().collect();
+            let chosen: Vec<Arc<FileMeta>> = files
+                .iter()
+                .filter(|f| file_overlaps(f, lo.as_deref(), hi.as_deref()))
+                .cloned()
+                .collect();
             let mut widened = false;
             for f in &chosen {
                 if let Some(l) = &lo {
@@ -177,11 +199,16 @@ impl Version {
 
 /// Orders L0 newest first: larger largest-seqno first, then larger file number.
 pub(crate) fn sort_level0(files: &mut [Arc<FileMeta>]) {
-    files.sort_by(|a, b| b.largest_seq.cmp(&a.largest_seq).then(b.number.cmp(&a.number)));
+    files.sort_by(|a, b| {
+        b.largest_seq
+            .cmp(&a.largest_seq)
+            .then(b.number.cmp(&a.number))
+    });
 }
 
 fn file_overlaps(f: &FileMeta, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
-    lo.is_none_or(|lo| user_key(&f.largest) >= lo) && hi.is_none_or(|hi| user_key(&f.smallest) <= hi)
+    lo.is_none_or(|lo| user_key(&f.largest) >= lo)
+        && hi.is_none_or(|hi| user_key(&f.smallest) <= hi)
 }
 
 #[cfg(test)]
@@ -213,13 +240,22 @@ mod tests {
         e.new_files.push((0, meta(6, b"a", b"z", 2)));
         e.new_files.push((0, meta(7, b"a", b"z", 3)));
         let v = v.apply(&e).unwrap();
-        assert_eq!(v.levels[1].iter().map(|f| f.number).collect::<Vec<_>>(), vec![4, 5]);
-        assert_eq!(v.levels[0].iter().map(|f| f.number).collect::<Vec<_>>(), vec![7, 6]);
+        assert_eq!(
+            v.levels[1].iter().map(|f| f.number).collect::<Vec<_>>(),
+            vec![4, 5]
+        );
+        assert_eq!(
+            v.levels[0].iter().map(|f| f.number).collect::<Vec<_>>(),
+            vec![7, 6]
+        );
         let mut d = VersionEdit::default();
         d.deleted_files.push((1, 4));
         let v2 = v.apply(&d).unwrap();
         assert_eq!(v2.levels[1].len(), 1);
-        assert_eq!(v.apply(&d).unwrap().apply(&d).unwrap_err().kind(), ErrorKind::Corruption);
+        assert_eq!(
+            v.apply(&d).unwrap().apply(&d).unwrap_err().kind(),
+            ErrorKind::Corruption
+        );
     }
 
     #[test]
@@ -227,7 +263,10 @@ mod tests {
         let mut e = VersionEdit::default();
         e.new_files.push((2, meta(1, b"a", b"k", 1)));
         e.new_files.push((2, meta(2, b"k", b"z", 1)));
-        assert_eq!(Version::empty(3).apply(&e).unwrap_err().kind(), ErrorKind::Corruption);
+        assert_eq!(
+            Version::empty(3).apply(&e).unwrap_err().kind(),
+            ErrorKind::Corruption
+        );
     }
 
     #[test]
@@ -238,7 +277,11 @@ mod tests {
         e.new_files.push((0, meta(3, b"e", b"g", 3)));
         e.new_files.push((0, meta(4, b"x", b"y", 4)));
         let v = Version::empty(3).apply(&e).unwrap();
-        let mut got: Vec<u64> = v.overlapping_files(0, Some(b"a"), Some(b"a")).iter().map(|f| f.number).collect();
+        let mut got: Vec<u64> = v
+            .overlapping_files(0, Some(b"a"), Some(b"a"))
+            .iter()
+            .map(|f| f.number)
+            .collect();
         got.sort();
         assert_eq!(got, vec![1, 2, 3]);
     }

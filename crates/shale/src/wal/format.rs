@@ -61,12 +61,16 @@ impl Damage {
 /// Decodes the record at the start of `data`: the payload's length, or what is wrong.
 pub(crate) fn decode(data: &[u8]) -> Result<usize, Damage> {
     let header = data.get(..HEADER_LEN).ok_or(Damage::Truncated)?;
-    let word = |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+    let word =
+        |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
     if mask(crc32c::crc32c(&header[4..12])) != word(0) {
         return Err(Damage::BadHeader);
     }
     let len = word(4) as usize;
-    let payload = data.get(HEADER_LEN..).and_then(|rest| rest.get(..len)).ok_or(Damage::Truncated)?;
+    let payload = data
+        .get(HEADER_LEN..)
+        .and_then(|rest| rest.get(..len))
+        .ok_or(Damage::Truncated)?;
     if mask(crc32c::crc32c(payload)) != word(8) {
         return Err(Damage::BadPayload);
     }

@@ -48,7 +48,13 @@ pub(crate) struct LogReader {
 
 impl LogReader {
     pub(crate) fn new(data: Vec<u8>, path: PathBuf, policy: TailPolicy) -> LogReader {
-        LogReader { data, path, policy, pos: 0, tail_cut: None }
+        LogReader {
+            data,
+            path,
+            policy,
+            pos: 0,
+            tail_cut: None,
+        }
     }
 
     /// The next record's offset in the file and its payload, or `None` at the end (or after a cut
@@ -65,15 +71,25 @@ impl LogReader {
         match decode(&self.data[start..]) {
             Ok(len) => {
                 self.pos = start + HEADER_LEN + len;
-                Ok(Some((start as u64, &self.data[start + HEADER_LEN..self.pos])))
+                Ok(Some((
+                    start as u64,
+                    &self.data[start + HEADER_LEN..self.pos],
+                )))
             }
             Err(damage) => {
                 if self.may_cut(start, damage) {
-                    self.tail_cut = Some(TailCut { offset: start as u64, reason: damage.describe() });
+                    self.tail_cut = Some(TailCut {
+                        offset: start as u64,
+                        reason: damage.describe(),
+                    });
                     self.pos = self.data.len();
                     Ok(None)
                 } else {
-                    Err(Error::corruption(&self.path, start as u64, damage.describe()))
+                    Err(Error::corruption(
+                        &self.path,
+                        start as u64,
+                        damage.describe(),
+                    ))
                 }
             }
         }

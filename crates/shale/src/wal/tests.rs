@@ -14,7 +14,10 @@ fn log_of(records: &[Vec<u8>]) -> Vec<u8> {
         w.add_record(r).unwrap();
     }
     w.sync().unwrap();
-    assert_eq!(w.len() as usize, records.iter().map(|r| r.len() + HEADER_LEN).sum::<usize>());
+    assert_eq!(
+        w.len() as usize,
+        records.iter().map(|r| r.len() + HEADER_LEN).sum::<usize>()
+    );
     fs.read_all(path).unwrap()
 }
 
@@ -29,7 +32,13 @@ fn replay(data: Vec<u8>, policy: TailPolicy) -> crate::Result<(Vec<Vec<u8>>, Opt
 
 /// Records that end in a non-zero byte, as MANIFEST records do.
 fn records() -> Vec<Vec<u8>> {
-    (0..6u8).map(|i| (0..(i as usize * 37 + 5)).map(|j| (j as u8).wrapping_mul(7).wrapping_add(i) | 1).collect()).collect()
+    (0..6u8)
+        .map(|i| {
+            (0..(i as usize * 37 + 5))
+                .map(|j| (j as u8).wrapping_mul(7).wrapping_add(i) | 1)
+                .collect()
+        })
+        .collect()
 }
 
 #[test]
@@ -52,7 +61,11 @@ fn wal_recovery_cuts_a_torn_tail_at_every_length() {
     let data = log_of(&recs);
     let last_start = data.len() - recs.last().unwrap().len() - HEADER_LEN;
     for len in last_start + 1..data.len() {
-        for policy in [TailPolicy::CutDamagedTail, TailPolicy::CutTornTailOnly, TailPolicy::PointInTime] {
+        for policy in [
+            TailPolicy::CutDamagedTail,
+            TailPolicy::CutTornTailOnly,
+            TailPolicy::PointInTime,
+        ] {
             let (got, cut) = replay(data[..len].to_vec(), policy).unwrap();
             assert_eq!(got, recs[..recs.len() - 1], "len {len} {policy:?}");
             assert_eq!(cut.unwrap().offset, last_start as u64);

@@ -22,7 +22,10 @@ impl LogWriter {
     /// with a partial record, which recovery cuts).
     pub(crate) fn add_record(&mut self, payload: &[u8]) -> io::Result<()> {
         if payload.len() > MAX_PAYLOAD_LEN {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "log record over 4 GiB"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "log record over 4 GiB",
+            ));
         }
         self.file.append(&encode_header(payload))?;
         self.file.append(payload)
