@@ -494,7 +494,8 @@ mod tests {
     fn flags_take_values_after_a_space_or_an_equals_sign() {
         let a = parse_args(&args(
             "--num 5000 --value_size=200 --key-size 20 --rounds=5 --threads 2 --dir /d \
-             --db-bench /x/db_bench --out r.md --shale-only --cpucheck 0 --seed 7",
+             --db-bench /x/db_bench --db-bench-arg=--bloom_bits=10 --out r.md --shale-only \
+             --cpucheck 0 --seed 7",
         ))
         .unwrap()
         .unwrap();
@@ -508,6 +509,7 @@ mod tests {
                 threads: 2,
                 dir: Some("/d".into()),
                 db_bench: "/x/db_bench".into(),
+                db_bench_extra: vec!["--bloom_bits=10".into()],
                 out: Some("r.md".into()),
                 shale_only: true,
                 cpucheck_secs: 0,
