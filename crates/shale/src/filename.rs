@@ -48,6 +48,7 @@ pub(crate) fn lock(dir: &Path) -> PathBuf {
     dir.join("LOCK")
 }
 
+#[cfg(test)]
 pub(crate) fn temp(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}.dbtmp"))
 }

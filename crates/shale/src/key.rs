@@ -67,6 +67,7 @@ pub(crate) fn append_internal_key(buf: &mut Vec<u8>, user_key: &[u8], seq: SeqNo
 
 /// Builds an owned internal key.
 #[inline]
+#[cfg(test)]
 pub(crate) fn internal_key(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Vec<u8> {
     let mut buf = Vec::with_capacity(user_key.len() + TRAILER_LEN);
     append_internal_key(&mut buf, user_key, seq, kind as u8);
@@ -118,12 +119,6 @@ pub(crate) fn trailer(ikey: &[u8]) -> u64 {
         Some(split) => u64::from_le_bytes(ikey[split..].try_into().unwrap_or([0; 8])),
         None => 0,
     }
-}
-
-/// The sequence number of an internal key.
-#[inline]
-pub(crate) fn seq_of(ikey: &[u8]) -> SeqNo {
-    trailer(ikey) >> 8
 }
 
 /// Orders internal keys: user key ascending, then trailer descending (newest first).

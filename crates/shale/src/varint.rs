@@ -44,6 +44,7 @@ pub(crate) fn get_varint32(data: &[u8]) -> Option<(u32, usize)> {
 
 /// The number of bytes `put_varint64(v)` writes.
 #[inline]
+#[cfg(test)]
 pub(crate) fn varint_len(mut v: u64) -> usize {
     let mut n = 1;
     while v >= 0x80 {
@@ -80,12 +81,6 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn varint64(&mut self) -> Option<u64> {
         let (v, n) = get_varint64(self.remaining())?;
-        self.pos += n;
-        Some(v)
-    }
-
-    pub(crate) fn varint32(&mut self) -> Option<u32> {
-        let (v, n) = get_varint32(self.remaining())?;
         self.pos += n;
         Some(v)
     }

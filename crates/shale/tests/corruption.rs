@@ -184,7 +184,7 @@ fn truncated_manifest_tail_is_cut_and_loses_nothing_acknowledged() {
     let len = base.read_file(&manifest).unwrap().len() as u64;
     // Appending half a record is what an interrupted MANIFEST write leaves behind.
     let mut data = base.read_file(&manifest).unwrap();
-    data.extend_from_slice(&data[..(len as usize / 2).min(12)].to_vec());
+    data.extend_from_within(..(len as usize / 2).min(12));
     base.write_file(&manifest, &data).unwrap();
     let db = Db::open(DIR, options(&base)).unwrap();
     assert_eq!(&contents(&db).unwrap(), states.last().unwrap());

@@ -190,6 +190,14 @@ fn run_compaction(
         return Ok(());
     }
     let inputs: Vec<u64> = task.all_inputs().map(|f| f.number).collect();
+    tracing::debug!(
+        level = task.level,
+        output_level = task.output_level,
+        reason = ?task.reason,
+        files = inputs.len(),
+        bytes = task.input_bytes(),
+        "compaction"
+    );
     state.busy.extend(inputs.iter().copied());
     state.compactions_running += 1;
     let snapshots: Vec<SeqNo> = state.snapshots.keys().copied().collect();

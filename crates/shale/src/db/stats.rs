@@ -78,10 +78,6 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-
     /// Copies the counters into `stats`.
     pub(crate) fn fill(&self, stats: &mut Stats) {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);

@@ -155,7 +155,7 @@ impl Fs for RealFs {
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         let file = File::open(path)?;
         let len = file.metadata()?.len();
-        let map = Mmap::new(&file, len).map(|m| bytes::Bytes::from_owner(m));
+        let map = Mmap::new(&file, len).map(bytes::Bytes::from_owner);
         Ok(Arc::new(RealRandomAccess { file, len, map }))
     }
 

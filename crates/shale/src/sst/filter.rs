@@ -87,11 +87,6 @@ impl Filter {
         })
     }
 
-    /// Size in bytes.
-    pub(crate) fn size(&self) -> usize {
-        self.data.len()
-    }
-
     /// False only when `user_key` was certainly not added.
     #[inline]
     pub(crate) fn may_contain(&self, user_key: &[u8]) -> bool {

@@ -371,6 +371,7 @@ impl Table {
     }
 
     /// The table's statistics.
+    #[cfg(test)]
     pub(crate) fn properties(&self) -> &Properties {
         &self.properties
     }

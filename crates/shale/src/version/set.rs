@@ -12,9 +12,9 @@
 //! may hold a partial record; the caller must stop writing (poison the database). Recovery cuts a
 //! torn MANIFEST tail.
 
-use super::edit::{Level, VersionEdit};
+use super::edit::VersionEdit;
 use super::version::Version;
-use crate::error::{Error, ErrorKind, IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::filename;
 use crate::fs::Fs;
 use crate::key::SeqNo;
@@ -230,10 +230,8 @@ impl VersionSet {
         }
         edit.next_file_number = Some(self.next_file_number);
         edit.last_seq = Some(self.last_seq);
-        let rolled = match &self.manifest {
-            Some((_, writer)) if writer.len() < self.max_manifest_size => false,
-            _ => true,
-        };
+        let rolled =
+            !matches!(&self.manifest, Some((_, writer)) if writer.len() < self.max_manifest_size);
         if !rolled {
             let mut record = Vec::new();
             edit.encode(&mut record);
@@ -313,14 +311,6 @@ impl VersionSet {
     pub(crate) fn manifest_number(&self) -> Option<u64> {
         self.manifest.as_ref().map(|(n, _)| *n)
     }
-
-    pub(crate) fn compact_pointer(&self, level: Level) -> &[u8] {
-        &self.compact_pointers[level]
-    }
-
-    pub(crate) fn compact_pointers(&self) -> &[Vec<u8>] {
-        &self.compact_pointers
-    }
 }
 
 impl std::fmt::Debug for VersionSet {
@@ -331,9 +321,4 @@ impl std::fmt::Debug for VersionSet {
             .field("log_number", &self.log_number)
             .finish_non_exhaustive()
     }
-}
-
-/// Reports whether `err` means the MANIFEST could not be written: the caller must poison the database.
-pub(crate) fn is_manifest_failure(err: &Error) -> bool {
-    err.kind() == ErrorKind::Io
 }
