@@ -43,8 +43,8 @@ fn main() -> shale::Result<()> {
     );
     let s = db.stats();
     println!(
-        "stats: {} user bytes written, {} bytes on disk",
-        s.user_bytes_written, s.on_disk_bytes
+        "files per level {:?}, {} bytes on disk (the replayed WAL was flushed to L0 at open)",
+        s.files_per_level, s.on_disk_bytes
     );
     db.close()
 }
