@@ -74,6 +74,7 @@ Usage:
   shale-bench [-load] [-run] -db NAME -P workloadfile [-P propsfile]... [-p name=value]... [-s] [-statistics]
   shale-bench compare -db [LABEL=]NAME[:propsfile[+propsfile]],... [-rounds N] [-out DIR] [-cpucheck SECS]
                       [-load] [-run] -P workloadfile [-p name=value]... [-threads N]
+  shale-bench dbbench [--num N] [--rounds N] [--db-bench-arg ARG]... [--out FILE.md] ...  (see dbbench --help)
   shale-bench gen-trace [-o FILE] [-ops N] [-keys N] [-zipf THETA] [-value DIST] [-mix OP=W,...]
                         [-keysize N] [-clients N] [-rate OPS] [-ttl SECS] [-seed N]
   shale-bench plot -o PREFIX result.json...

@@ -66,12 +66,16 @@ fn worker(inner: &Arc<DbInner>) {
             continue;
         }
         if state.compactions_running < max_compactions(inner) && state.manual_waiting == 0 {
-            let version = state.versions.current();
-            let task = picker::pick(&PickerState {
-                version: &version,
-                options: &inner.options,
-                busy: &state.busy,
-            });
+            // The version is dropped before the job runs: a held version keeps its files alive,
+            // and the job deletes what it made obsolete as soon as it installs.
+            let task = {
+                let version = state.versions.current();
+                picker::pick(&PickerState {
+                    version: &version,
+                    options: &inner.options,
+                    busy: &state.busy,
+                })
+            };
             if let Some(task) = task {
                 let result = run_compaction(inner, &mut state, task);
                 finish_job(inner, result);
@@ -207,6 +211,7 @@ fn run_compaction(
     let result = MutexGuard::unlocked(state, || {
         compact(inner, &task, &version, snapshots, &mut allocated)
     });
+    drop(version);
     for n in &inputs {
         state.busy.remove(n);
     }
@@ -417,6 +422,7 @@ pub(crate) fn compact_range(inner: &DbInner, lo: Option<&[u8]>, hi: Option<&[u8]
                 lo,
                 hi,
             );
+            drop(version);
             match picked {
                 Some(task) => break run_compaction(inner, &mut state, task),
                 None => {
