@@ -305,3 +305,41 @@ fn concurrent_writers_share_group_commits() {
     assert_eq!(s.writes, 4000);
     assert!(s.wal_syncs <= 4000);
 }
+
+#[test]
+fn write_stalls_slow_writers_down_count_the_time_and_lose_nothing() {
+    let fs = MemFs::new();
+    let db = Db::open(
+        "/db",
+        Options {
+            write_buffer_size: 4096,
+            level0_compaction_trigger: 2,
+            level0_slowdown_trigger: 2,
+            level0_stop_trigger: 4,
+            delayed_write_rate: 256 << 10,
+            background_threads: 1,
+            ..mem_options(&fs)
+        },
+    )
+    .unwrap();
+    for i in 0..3000u32 {
+        db.put(
+            format!("key{:05}", i % 700),
+            format!("value-{i}-{}", "s".repeat(60)),
+        )
+        .unwrap();
+    }
+    let s = db.stats();
+    assert!(
+        s.stall_micros > 0,
+        "L0 above the slowdown trigger must delay writers: {s:?}"
+    );
+    assert!(s.stop_micros <= s.stall_micros);
+    for i in 2300..3000u32 {
+        let key = format!("key{:05}", i % 700);
+        assert_eq!(
+            db.get(&key).unwrap(),
+            Some(format!("value-{i}-{}", "s".repeat(60)).into_bytes())
+        );
+    }
+}
