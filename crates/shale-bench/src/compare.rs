@@ -272,18 +272,7 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
         )
         .collect::<Vec<_>>()
         .join(" ");
-    let cpu_line = cpu
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            format!(
-                "round {}: {}",
-                i + 1,
-                c.map_or("n/a".into(), |v| format!("{v:.0}"))
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let cpu_line = crate::cpucheck::rounds_line(&cpu);
     let md = format!(
         "## shale-bench compare\n\nCommand: `{command}`\n\n{} rounds; medians over rounds, ratios against {}.\n\n{table}\n\
          CPU check (`sysbench cpu --threads=2`, events/s): {cpu_line}\n",

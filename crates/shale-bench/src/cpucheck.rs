@@ -28,6 +28,22 @@ pub fn parse_sysbench_events_per_sec(report: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The per-round rates as one line: `round 1: 2011, round 2: n/a, ...`.
+pub fn rounds_line(events_per_sec: &[Option<f64>]) -> String {
+    events_per_sec
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            format!(
+                "round {}: {}",
+                i + 1,
+                c.map_or("n/a".into(), |v| format!("{v:.0}"))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

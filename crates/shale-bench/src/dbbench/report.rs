@@ -225,19 +225,7 @@ pub fn markdown_report(args: &DbBenchArgs, command: &str, r: &RoundResults) -> S
         s.push_str(&benchmark_table(b, rounds, r));
         s.push('\n');
     }
-    let cpu = r
-        .cpu_events_per_sec
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            format!(
-                "round {}: {}",
-                i + 1,
-                c.map_or("n/a".into(), |v| format!("{v:.0}"))
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let cpu = crate::cpucheck::rounds_line(&r.cpu_events_per_sec);
     s.push_str(&format!(
         "CPU check before each round (`sysbench cpu --threads=2`, events/s): {cpu}.\n\n"
     ));
