@@ -21,6 +21,7 @@ pub mod error;
 pub mod fmt;
 pub mod generator;
 pub mod measure;
+pub mod memtable_bench;
 pub mod plot;
 pub mod props;
 pub mod record;

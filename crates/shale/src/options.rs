@@ -48,6 +48,10 @@ pub const DEFAULT_MAX_MANIFEST_SIZE: u64 = 64 << 20;
 pub const DEFAULT_MAX_KEY_SIZE: usize = 1 << 20;
 /// Default for [`Options::max_value_size`]: 256 MiB.
 pub const DEFAULT_MAX_VALUE_SIZE: usize = 256 << 20;
+/// Default for [`Options::membuffer_size`]: 4 MiB.
+pub const DEFAULT_MEMBUFFER_SIZE: usize = 4 << 20;
+/// Default for [`Options::drain_threads`].
+pub const DEFAULT_DRAIN_THREADS: usize = 1;
 
 /// How a write is made durable before the call returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -95,6 +99,9 @@ pub enum MemtableKind {
     /// A concurrent skiplist.
     #[default]
     SkipList,
+    /// FloDB's two-level component: a small hash table (the membuffer, [`Options::membuffer_size`])
+    /// over the skiplist, drained into it in sorted batches by [`Options::drain_threads`] threads.
+    FloDb,
 }
 
 /// Options for [`crate::Db::open`]. `Options::default()` gives a reasonable general-purpose setup.
@@ -160,6 +167,16 @@ pub struct Options {
     pub wal_recovery: WalRecovery,
     /// Which memory component absorbs writes. Default [`MemtableKind::SkipList`].
     pub memtable: MemtableKind,
+    /// With [`MemtableKind::FloDb`]: bytes of the membuffer hash table (FloDB's MHT); the
+    /// skiplist below it holds the rest of `write_buffer_size` (MSL). Default
+    /// [`DEFAULT_MEMBUFFER_SIZE`].
+    pub membuffer_size: usize,
+    /// With [`MemtableKind::FloDb`]: leading key bits shared by all keys (a common prefix), skipped
+    /// before the bucket index is taken from the key (FloDB's CLHT_K). Default 0.
+    pub membuffer_prefix_bits: u32,
+    /// With [`MemtableKind::FloDb`]: threads per memtable that drain the membuffer into the
+    /// skiplist. Default [`DEFAULT_DRAIN_THREADS`].
+    pub drain_threads: usize,
     /// Largest key accepted. Default [`DEFAULT_MAX_KEY_SIZE`].
     pub max_key_size: usize,
     /// Largest value accepted. Default [`DEFAULT_MAX_VALUE_SIZE`].
@@ -197,6 +214,9 @@ impl Default for Options {
             max_manifest_size: DEFAULT_MAX_MANIFEST_SIZE,
             wal_recovery: WalRecovery::TolerateTornTail,
             memtable: MemtableKind::SkipList,
+            membuffer_size: DEFAULT_MEMBUFFER_SIZE,
+            membuffer_prefix_bits: 0,
+            drain_threads: DEFAULT_DRAIN_THREADS,
             max_key_size: DEFAULT_MAX_KEY_SIZE,
             max_value_size: DEFAULT_MAX_VALUE_SIZE,
             fs: Arc::new(RealFs),
@@ -224,6 +244,9 @@ impl fmt::Debug for Options {
             .field("background_threads", &self.background_threads)
             .field("default_durability", &self.default_durability)
             .field("memtable", &self.memtable)
+            .field("membuffer_size", &self.membuffer_size)
+            .field("membuffer_prefix_bits", &self.membuffer_prefix_bits)
+            .field("drain_threads", &self.drain_threads)
             .finish_non_exhaustive()
     }
 }
@@ -285,6 +308,17 @@ impl Options {
         }
         if self.max_value_size > (1 << 30) {
             return bad("max_value_size must be at most 1 GiB");
+        }
+        if self.memtable == MemtableKind::FloDb {
+            if self.membuffer_size < 64 || self.membuffer_size > self.write_buffer_size {
+                return bad("membuffer_size must be between 64 bytes and write_buffer_size");
+            }
+            if self.membuffer_prefix_bits > 64 {
+                return bad("membuffer_prefix_bits must be at most 64");
+            }
+            if self.drain_threads > 16 {
+                return bad("drain_threads must be at most 16");
+            }
         }
         Ok(())
     }

@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use shale::fs::MemFs;
-use shale::{Compression, Db, Durability, Options, WriteBatch, WriteOptions};
+use shale::{Compression, Db, Durability, MemtableKind, Options, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
@@ -121,6 +121,26 @@ fn option_sets(fs: &MemFs) -> Vec<(&'static str, Options)> {
             Options {
                 fs: Arc::new(fs.clone()),
                 write_buffer_size: 64 << 10,
+                ..Options::default()
+            },
+        ),
+        (
+            "tiny, FloDB memtable with a drain thread",
+            Options {
+                memtable: MemtableKind::FloDb,
+                membuffer_size: 512,
+                drain_threads: 1,
+                ..base.clone()
+            },
+        ),
+        (
+            "small buffers, FloDB memtable without drain threads",
+            Options {
+                fs: Arc::new(fs.clone()),
+                write_buffer_size: 64 << 10,
+                memtable: MemtableKind::FloDb,
+                membuffer_size: 4096,
+                drain_threads: 0,
                 ..Options::default()
             },
         ),

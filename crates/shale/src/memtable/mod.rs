@@ -11,8 +11,10 @@
 //!
 //! Invariant: no two entries share the same (user key, sequence number).
 
+mod flodb;
 mod skiplist;
 
+pub use flodb::{FloDbConfig, FloDbMemtable};
 pub use skiplist::SkipListMemtable;
 
 use crate::iter::InternalIterator;
@@ -54,5 +56,10 @@ pub trait Memtable: Send + Sync {
 pub(crate) fn new_memtable(options: &crate::Options) -> Arc<dyn Memtable> {
     match options.memtable {
         crate::MemtableKind::SkipList => Arc::new(SkipListMemtable::new()),
+        crate::MemtableKind::FloDb => Arc::new(FloDbMemtable::new(FloDbConfig {
+            membuffer_bytes: options.membuffer_size,
+            prefix_bits: options.membuffer_prefix_bits,
+            drain_threads: options.drain_threads,
+        })),
     }
 }

@@ -1,0 +1,464 @@
+//! `shale-bench memtable`: the two memory components side by side, in the manner of FloDB's
+//! `db_test` (`-n threads -i initial keys -u update% -d duration`, optional skew).
+//!
+//! Each run builds a fresh memtable, loads `-i` keys with one thread, then lets `-n` threads run
+//! for `-d` seconds, each operation an update (an insert of the key with a new sequence number)
+//! with probability `-u` percent and a point read otherwise. It reports operations and updates per
+//! second. Every configuration of the sweep (key sizes x update percentages x thread counts) runs
+//! both memtables once per round, alternating which goes first, and the report gives medians over
+//! rounds and the ratio FloDB / skiplist.
+//!
+//! Keys are integers in `[0, i)`, big-endian in their last 8 bytes; a 16-byte key starts with 8
+//! zero bytes, which FloDB's membuffer skips as a common prefix (`prefix_bits`, FloDB's CLHT_K) so
+//! its buckets still partition by the varying bytes. With `-s P`, P percent of operations go to
+//! the first 10 percent of the keys (a hot set); the default is uniform.
+
+use crate::cpucheck::{rounds_line, sysbench_cpu_events_per_sec};
+use crate::error::{Error, Result};
+use shale::memtable::{FloDbConfig, FloDbMemtable, Memtable, SkipListMemtable};
+use shale::ValueKind;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// Usage text of the subcommand.
+pub const USAGE: &str = "\
+Usage:
+  shale-bench memtable [-n 1,2,4,8,16] [-i 200000] [-u 0,50,100] [-d 1] [-k 8,16] [-v 256]
+                       [-s 0] [-r 3] [-membuffer BYTES] [-drain N] [-cpucheck SECS] [-out FILE.md]
+
+Runs the skiplist memtable and the FloDB memtable side by side, FloDB db_test style:
+  -n LIST        client thread counts [1,2,4,8,16]
+  -i N           keys loaded before the timed phase, and the key space [200000]
+  -u LIST        update percentages (the rest are reads) [0,50,100]
+  -d SECS        seconds of each timed run [1]
+  -k LIST        key sizes in bytes, 8 or more [8,16]
+  -v N           value bytes [256]
+  -s P           percent of operations on the hottest 10% of keys; 0 = uniform [0]
+  -r N           rounds, each running both memtables in alternating order [3]
+  -membuffer N   FloDB membuffer bytes [4194304]
+  -drain N       FloDB drain threads [1]
+  -cpucheck S    seconds of `sysbench cpu --threads=2` before each round; 0 skips it [2]
+  -out FILE.md   also write the report there
+";
+
+/// The subcommand's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemtableArgs {
+    pub threads: Vec<usize>,
+    pub initial: u64,
+    pub updates: Vec<u32>,
+    pub duration: Duration,
+    pub key_sizes: Vec<usize>,
+    pub value_size: usize,
+    pub skew: u32,
+    pub rounds: usize,
+    pub membuffer: usize,
+    pub drain: usize,
+    pub cpucheck_secs: u32,
+    pub out: Option<std::path::PathBuf>,
+}
+
+impl Default for MemtableArgs {
+    fn default() -> MemtableArgs {
+        MemtableArgs {
+            threads: vec![1, 2, 4, 8, 16],
+            initial: 200_000,
+            updates: vec![0, 50, 100],
+            duration: Duration::from_secs(1),
+            key_sizes: vec![8, 16],
+            value_size: 256,
+            skew: 0,
+            rounds: 3,
+            membuffer: 4 << 20,
+            drain: 1,
+            cpucheck_secs: 2,
+            out: None,
+        }
+    }
+}
+
+fn list<T: std::str::FromStr>(flag: &str, v: &str) -> Result<Vec<T>> {
+    v.split(',')
+        .map(|x| x.trim().parse::<T>())
+        .collect::<std::result::Result<Vec<T>, _>>()
+        .ok()
+        .filter(|l| !l.is_empty())
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "-{flag} expects a comma-separated list of numbers, got '{v}'"
+            ))
+        })
+}
+
+fn one<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T> {
+    v.trim()
+        .parse()
+        .map_err(|_| Error::usage(format!("-{flag} expects a number, got '{v}'")))
+}
+
+/// Parses the arguments after `memtable`; `None` for `-help`.
+///
+/// # Errors
+/// `Usage` for unknown flags, missing or malformed values, and out-of-range settings.
+pub fn parse_args(args: &[String]) -> Result<Option<MemtableArgs>> {
+    let mut a = MemtableArgs::default();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let flag = arg.trim_start_matches('-');
+        if matches!(flag, "help" | "h") {
+            return Ok(None);
+        }
+        let v = it
+            .next()
+            .ok_or_else(|| Error::usage(format!("missing value for {arg}")))?;
+        match flag {
+            "n" => a.threads = list(flag, v)?,
+            "i" => a.initial = one(flag, v)?,
+            "u" => a.updates = list(flag, v)?,
+            "d" => a.duration = Duration::from_secs_f64(one(flag, v)?),
+            "k" => a.key_sizes = list(flag, v)?,
+            "v" => a.value_size = one(flag, v)?,
+            "s" => a.skew = one(flag, v)?,
+            "r" => a.rounds = one(flag, v)?,
+            "membuffer" => a.membuffer = one(flag, v)?,
+            "drain" => a.drain = one(flag, v)?,
+            "cpucheck" => a.cpucheck_secs = one(flag, v)?,
+            "out" => a.out = Some(v.into()),
+            _ => return Err(Error::usage(format!("unknown option '{arg}' for memtable"))),
+        }
+    }
+    if a.threads.contains(&0) || a.initial == 0 || a.rounds == 0 || a.duration.is_zero() {
+        return Err(Error::usage("-n, -i, -r and -d must be positive"));
+    }
+    if a.updates.iter().any(|&u| u > 100) || a.skew > 100 {
+        return Err(Error::usage("-u and -s are percentages (0-100)"));
+    }
+    if a.key_sizes.iter().any(|&k| k < 8) {
+        return Err(Error::usage("-k: keys are at least 8 bytes"));
+    }
+    Ok(Some(a))
+}
+
+/// The two memtables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    SkipList,
+    FloDb,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::SkipList => "skiplist",
+            Kind::FloDb => "flodb",
+        }
+    }
+}
+
+/// One configuration of the sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    pub key_size: usize,
+    pub update_pct: u32,
+    pub threads: usize,
+}
+
+/// What one timed run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunResult {
+    pub ops_per_sec: f64,
+    pub updates_per_sec: f64,
+}
+
+fn make(kind: Kind, args: &MemtableArgs, key_size: usize) -> Arc<dyn Memtable> {
+    match kind {
+        Kind::SkipList => Arc::new(SkipListMemtable::new()),
+        Kind::FloDb => Arc::new(FloDbMemtable::new(FloDbConfig {
+            membuffer_bytes: args.membuffer,
+            prefix_bits: 8 * (key_size as u32 - 8),
+            drain_threads: args.drain,
+        })),
+    }
+}
+
+fn key(buf: &mut [u8], k: u64) {
+    let n = buf.len();
+    buf[n - 8..].copy_from_slice(&k.to_be_bytes());
+}
+
+/// A small per-thread generator (xorshift64*); benchmark inputs must not depend on a crate.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// Loads `args.initial` keys into a fresh memtable of `kind`, then runs `cfg` for the duration.
+pub fn run_one(kind: Kind, cfg: Config, args: &MemtableArgs) -> RunResult {
+    let mem = make(kind, args, cfg.key_size);
+    let value = vec![0x5au8; args.value_size];
+    let seq = Arc::new(AtomicU64::new(1));
+    let mut k = vec![0u8; cfg.key_size];
+    for i in 0..args.initial {
+        key(&mut k, i);
+        mem.insert(
+            &k,
+            seq.fetch_add(1, Ordering::Relaxed),
+            ValueKind::Value,
+            &value,
+        );
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(cfg.threads + 1));
+    let workers: Vec<_> = (0..cfg.threads)
+        .map(|t| {
+            let (mem, seq, stop, start, value) = (
+                mem.clone(),
+                seq.clone(),
+                stop.clone(),
+                start.clone(),
+                value.clone(),
+            );
+            let (initial, skew, update_pct, key_size) = (
+                args.initial,
+                args.skew as u64,
+                cfg.update_pct as u64,
+                cfg.key_size,
+            );
+            std::thread::spawn(move || {
+                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((t as u64 + 1) << 32));
+                let mut k = vec![0u8; key_size];
+                let hot = (initial / 10).max(1);
+                let (mut ops, mut updates) = (0u64, 0u64);
+                start.wait();
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..64 {
+                        let r = rng.next();
+                        let i = if skew > 0 && r % 100 < skew {
+                            (r >> 8) % hot
+                        } else {
+                            (r >> 8) % initial
+                        };
+                        key(&mut k, i);
+                        if (r >> 40) % 100 < update_pct {
+                            mem.insert(
+                                &k,
+                                seq.fetch_add(1, Ordering::Relaxed),
+                                ValueKind::Value,
+                                &value,
+                            );
+                            updates += 1;
+                        } else {
+                            std::hint::black_box(mem.get(&k, u64::MAX >> 8));
+                        }
+                        ops += 1;
+                    }
+                }
+                (ops, updates)
+            })
+        })
+        .collect();
+    start.wait();
+    let began = Instant::now();
+    std::thread::sleep(args.duration);
+    stop.store(true, Ordering::Relaxed);
+    let (mut ops, mut updates) = (0u64, 0u64);
+    for w in workers {
+        let (o, u) = w.join().expect("benchmark thread");
+        ops += o;
+        updates += u;
+    }
+    let secs = began.elapsed().as_secs_f64();
+    RunResult {
+        ops_per_sec: ops as f64 / secs,
+        updates_per_sec: updates as f64 / secs,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Runs the sweep and returns the markdown report.
+pub fn run(args: &MemtableArgs) -> String {
+    let mut configs = Vec::new();
+    for &key_size in &args.key_sizes {
+        for &update_pct in &args.updates {
+            for &threads in &args.threads {
+                configs.push(Config {
+                    key_size,
+                    update_pct,
+                    threads,
+                });
+            }
+        }
+    }
+    // results[config][kind] = one RunResult per round.
+    let mut results = vec![[Vec::new(), Vec::new()]; configs.len()];
+    let mut cpu = Vec::new();
+    for round in 0..args.rounds {
+        cpu.push(
+            (args.cpucheck_secs > 0)
+                .then(|| sysbench_cpu_events_per_sec(args.cpucheck_secs))
+                .flatten(),
+        );
+        let order = if round % 2 == 0 {
+            [Kind::SkipList, Kind::FloDb]
+        } else {
+            [Kind::FloDb, Kind::SkipList]
+        };
+        for (c, cfg) in configs.iter().enumerate() {
+            for kind in order {
+                let r = run_one(kind, *cfg, args);
+                eprintln!(
+                    "round {} {:>8} k={} u={}% n={}: {:.0} ops/s ({:.0} updates/s)",
+                    round + 1,
+                    kind.name(),
+                    cfg.key_size,
+                    cfg.update_pct,
+                    cfg.threads,
+                    r.ops_per_sec,
+                    r.updates_per_sec
+                );
+                results[c][kind as usize].push(r);
+            }
+        }
+    }
+    let mut s = format!(
+        "## shale-bench memtable: skiplist vs FloDB\n\n{} keys loaded, {} s per run, {}-byte values, skew {}%, \
+         {} rounds alternating; FloDB membuffer {} bytes, {} drain thread(s). Medians over rounds.\n\n\
+         | key bytes | update % | threads | skiplist ops/s | flodb ops/s | ratio | skiplist updates/s | flodb updates/s | ratio |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        args.initial,
+        args.duration.as_secs_f64(),
+        args.value_size,
+        args.skew,
+        args.rounds,
+        args.membuffer,
+        args.drain
+    );
+    for (c, cfg) in configs.iter().enumerate() {
+        let med = |kind: Kind, f: fn(&RunResult) -> f64| {
+            median(results[c][kind as usize].iter().map(f).collect())
+        };
+        let (so, fo) = (
+            med(Kind::SkipList, |r| r.ops_per_sec),
+            med(Kind::FloDb, |r| r.ops_per_sec),
+        );
+        let (su, fu) = (
+            med(Kind::SkipList, |r| r.updates_per_sec),
+            med(Kind::FloDb, |r| r.updates_per_sec),
+        );
+        let ratio = |a: f64, b: f64| {
+            if b > 0.0 {
+                format!("{:.2}x", a / b)
+            } else {
+                "-".into()
+            }
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {:.0} | {:.0} | {} | {:.0} | {:.0} | {} |\n",
+            cfg.key_size,
+            cfg.update_pct,
+            cfg.threads,
+            so,
+            fo,
+            ratio(fo, so),
+            su,
+            fu,
+            ratio(fu, su)
+        ));
+    }
+    s.push_str(&format!(
+        "\nCPU check (`sysbench cpu --threads=2`, events/s): {}\n",
+        rounds_line(&cpu)
+    ));
+    s
+}
+
+/// `shale-bench memtable ARGS`: runs the sweep, prints the report and writes it to `-out`.
+///
+/// # Errors
+/// `Usage` for bad arguments; `Io` when the report cannot be written.
+pub fn run_command(args: &[String]) -> Result<bool> {
+    let Some(a) = parse_args(args)? else {
+        print!("{USAGE}");
+        return Ok(true);
+    };
+    let report = run(&a);
+    print!("{report}");
+    if let Some(out) = &a.out {
+        std::fs::write(out, &report)
+            .map_err(|e| Error::io(format!("write {}", out.display()), e))?;
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn flags_parse_into_lists_and_bad_values_are_usage_errors() {
+        let a = parse_args(&args(
+            "-n 1,4 -i 1000 -u 0,100 -d 0.5 -k 16 -s 20 -r 2 -drain 0",
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(a.threads, vec![1, 4]);
+        assert_eq!(a.updates, vec![0, 100]);
+        assert_eq!(a.key_sizes, vec![16]);
+        assert_eq!((a.initial, a.skew, a.rounds, a.drain), (1000, 20, 2, 0));
+        assert_eq!(a.duration, Duration::from_millis(500));
+        assert!(parse_args(&args("-u 101")).is_err());
+        assert!(parse_args(&args("-k 4")).is_err());
+        assert!(parse_args(&args("-n 0")).is_err());
+        assert!(parse_args(&args("-x 1")).is_err());
+        assert!(parse_args(&args("-n")).is_err());
+        assert!(parse_args(&args("-help")).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_tiny_sweep_runs_both_memtables_and_reports_each_configuration() {
+        let a = MemtableArgs {
+            threads: vec![1, 2],
+            initial: 500,
+            updates: vec![50],
+            duration: Duration::from_millis(30),
+            key_sizes: vec![16],
+            value_size: 16,
+            rounds: 1,
+            membuffer: 4096,
+            cpucheck_secs: 0,
+            ..MemtableArgs::default()
+        };
+        let report = run(&a);
+        let rows: Vec<&str> = report
+            .lines()
+            .filter(|l| l.starts_with("| 16 | 50 |"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{report}");
+        for row in rows {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            assert!(
+                cells[4].parse::<f64>().unwrap() > 0.0 && cells[5].parse::<f64>().unwrap() > 0.0,
+                "{row}"
+            );
+        }
+    }
+}

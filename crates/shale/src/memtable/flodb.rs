@@ -1,0 +1,578 @@
+//! FloDB's two-level memory component: a small concurrent hash table (the membuffer) over the arena
+//! skiplist ([`SkipListMemtable`]). See DESIGN.md section 4.
+//!
+//! A write allocates its entry from the memtable's append-only [`EntryAllocator`] and stores a
+//! pointer to it in a free slot of its bucket, O(1) and without touching the skiplist; when the
+//! bucket is full it writes through to the skiplist. Drains move whole buckets into the skiplist
+//! with one sorted multi-insert ([`SkipListMemtable::insert_sorted`]). Partitioned hashing makes
+//! that pay: the bucket index is the key's leading bits (after [`FloDbConfig::prefix_bits`]), so a
+//! bucket holds key-order neighbours and a multi-insert walks a short distance per entry.
+//!
+//! Invariants:
+//! - An entry is never modified after a pointer to it is published, and never freed or moved
+//!   before the memtable's shared state drops (the allocator frees everything at once). Readers
+//!   can therefore hold entry pointers without any reclamation scheme.
+//! - A bucket's slots change only under the bucket lock. A drain inserts the bucket's entries into
+//!   the skiplist *before* it nulls their slots (Release stores), so at every moment each entry is
+//!   in its bucket, in the skiplist, or (during a drain) in both.
+//! - No entry is ever in two buckets or drained twice: the drain that takes an entry nulls its slot
+//!   before releasing the lock.
+//!
+//! Concurrency contract (the [`Memtable`] trait's): `insert` may run on many threads at once; it
+//! takes only its thread's allocator shard lock and its bucket's lock (or the skiplist's insert lock
+//! on write-through). Readers (`get`, iterators) take no bucket lock: they load slots with Acquire,
+//! which makes the entry behind a pointer (written before the Release store that published it)
+//! visible, and a slot seen null after a drain makes the drain's skiplist inserts visible. `get`
+//! reads the bucket first, then the skiplist: an entry whose insert finished before the `get`
+//! began is found in one of them. `iter` first drains every bucket under its lock (which orders it
+//! after every finished insert), then returns the skiplist's cursor, so it sees every entry inserted
+//! before it was created. Drain threads hold only a [`Weak`] to the shared state, never block on a
+//! bucket lock (`try_lock`), and exit once the memtable is gone; dropping the memtable joins them.
+
+use super::skiplist::arena::Arena;
+use super::{Memtable, MemtableGet, SkipListMemtable};
+use crate::iter::InternalIterator;
+use crate::key::{self, SeqNo, ValueKind, TRAILER_LEN};
+use parking_lot::Mutex;
+use std::cell::Cell;
+use std::mem::size_of;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Entry slots per bucket: a 1-byte lock and seven pointers fill one 64-byte cache line.
+const SLOTS: usize = 7;
+
+/// Bytes of one bucket, the unit [`FloDbConfig::membuffer_bytes`] is divided by.
+pub const BUCKET_BYTES: usize = 64;
+
+/// A drain thread moves a bucket once it holds at least this many entries (more than half full),
+/// so each multi-insert carries a batch of neighbours; `iter` drains every non-empty bucket.
+const DRAIN_MIN_ENTRIES: usize = 4;
+
+/// `due` words (64 buckets each) a drain thread sweeps per upgrade of its `Weak`: it holds the
+/// memtable alive only that long, so dropping the memtable waits at most one step.
+const SWEEP_STEP_WORDS: usize = 64;
+
+/// How long a drain thread sleeps after a sweep of its buckets that moved nothing; each further
+/// idle sweep doubles it, up to [`IDLE_SLEEP_MAX`], so a sealed memtable costs next to no CPU.
+const IDLE_SLEEP: Duration = Duration::from_micros(100);
+
+/// The longest idle sleep: a burst of writes waits at most this long for its first drain.
+const IDLE_SLEEP_MAX: Duration = Duration::from_millis(2);
+
+/// Allocator shards: writers on different threads allocate entries under different locks.
+const SHARDS: usize = 16;
+
+/// The shape of a FloDB memtable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FloDbConfig {
+    /// Bytes of the membuffer (FloDB's MHT): number of buckets = membuffer_bytes / 64, at least 1, rounded to a power of two.
+    pub membuffer_bytes: usize,
+    /// Leading key bits skipped before the bucket index is taken (FloDB's CLHT_K idea: keys sharing a common prefix); 0 = none.
+    pub prefix_bits: u32,
+    /// Background drain threads (0 = none: buckets empty only by write-through and by a full drain at iteration).
+    pub drain_threads: usize,
+}
+
+/// The fixed part of an entry; its internal key and then its value follow it in the same block.
+#[repr(C)]
+struct Entry {
+    key_len: u32,
+    value_len: u32,
+}
+
+/// The internal key of `entry`.
+///
+/// # Safety
+/// `entry` was published by `insert` (fully written) and its allocator outlives `'a`.
+#[inline]
+unsafe fn entry_key<'a>(entry: *const Entry) -> &'a [u8] {
+    // SAFETY: caller's contract: `key_len` initialized bytes follow the header, never rewritten.
+    unsafe {
+        let len = (*entry).key_len as usize;
+        std::slice::from_raw_parts((entry as *const u8).add(size_of::<Entry>()), len)
+    }
+}
+
+/// The value of `entry`.
+///
+/// # Safety
+/// As for [`entry_key`].
+#[inline]
+unsafe fn entry_value<'a>(entry: *const Entry) -> &'a [u8] {
+    // SAFETY: caller's contract: `value_len` initialized bytes follow the key, never rewritten.
+    unsafe {
+        let key_len = (*entry).key_len as usize;
+        let len = (*entry).value_len as usize;
+        std::slice::from_raw_parts((entry as *const u8).add(size_of::<Entry>() + key_len), len)
+    }
+}
+
+/// One shard of the entry allocator, on its own cache lines.
+#[repr(align(128))]
+struct Shard {
+    arena: Mutex<Arena>,
+    /// `arena.used()`, readable without the lock.
+    bytes: AtomicUsize,
+    /// Inserts by the threads mapped to this shard (all of them, write-throughs included).
+    inserts: AtomicUsize,
+}
+
+/// The concurrent, append-only allocator entries live in: [`SHARDS`] arenas, each behind its own
+/// lock, a thread always using the same one. Nothing is freed before it drops.
+struct EntryAllocator {
+    shards: Box<[Shard]>,
+}
+
+thread_local! {
+    /// This thread's allocator shard, assigned round-robin on first use.
+    static SHARD_OF_THREAD: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+impl EntryAllocator {
+    fn new() -> EntryAllocator {
+        EntryAllocator {
+            shards: (0..SHARDS)
+                .map(|_| Shard {
+                    arena: Mutex::new(Arena::new()),
+                    bytes: AtomicUsize::new(0),
+                    inserts: AtomicUsize::new(0),
+                })
+                .collect(),
+        }
+    }
+
+    fn shard(&self) -> &Shard {
+        let i = SHARD_OF_THREAD.with(|s| {
+            if s.get() == usize::MAX {
+                s.set(NEXT_SHARD.fetch_add(1, AtomicOrdering::Relaxed) % SHARDS);
+            }
+            s.get()
+        });
+        &self.shards[i]
+    }
+
+    /// A new, fully written entry, not yet published. Valid until the allocator drops.
+    fn alloc(shard: &Shard, user_key: &[u8], trailer: u64, value: &[u8]) -> *mut Entry {
+        let key_len = user_key.len() + TRAILER_LEN;
+        let key_len32 = u32::try_from(key_len).expect("memtable key under 4 GiB");
+        let value_len32 = u32::try_from(value.len()).expect("memtable value under 4 GiB");
+        let block = {
+            let mut arena = shard.arena.lock();
+            let block = arena.alloc(size_of::<Entry>() + key_len + value.len());
+            shard.bytes.store(arena.used(), AtomicOrdering::Relaxed);
+            block
+        };
+        // SAFETY: the block is fresh, 8-aligned, sized for the header, key and value, and private
+        // to this thread until the caller publishes it; the arena never touches or moves it.
+        unsafe {
+            let entry = block.as_ptr() as *mut Entry;
+            ptr::addr_of_mut!((*entry).key_len).write(key_len32);
+            ptr::addr_of_mut!((*entry).value_len).write(value_len32);
+            let data = block.as_ptr().add(size_of::<Entry>());
+            ptr::copy_nonoverlapping(user_key.as_ptr(), data, user_key.len());
+            ptr::copy_nonoverlapping(
+                trailer.to_le_bytes().as_ptr(),
+                data.add(user_key.len()),
+                TRAILER_LEN,
+            );
+            ptr::copy_nonoverlapping(value.as_ptr(), data.add(key_len), value.len());
+            entry
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.bytes.load(AtomicOrdering::Relaxed))
+            .sum()
+    }
+
+    fn inserts(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.inserts.load(AtomicOrdering::Relaxed))
+            .sum()
+    }
+}
+
+/// One cache line of the membuffer.
+#[repr(C, align(64))]
+struct Bucket {
+    /// Taken by writers and drains only; readers never take it.
+    lock: Mutex<()>,
+    // INVARIANT: each slot is null or points to a published entry of the memtable's allocator
+    // whose user key maps to this bucket; slots change only under `lock`.
+    slots: [AtomicPtr<Entry>; SLOTS],
+}
+
+const _: () = assert!(size_of::<Bucket>() == BUCKET_BYTES);
+
+/// What the memtable, its drain threads and nothing else share.
+struct Shared {
+    buckets: Box<[Bucket]>,
+    /// log2 of the bucket count (at most 64).
+    bucket_bits: u32,
+    prefix_bits: u32,
+    /// One bit per bucket: set by a writer that leaves its bucket with at least
+    /// [`DRAIN_MIN_ENTRIES`] entries, taken by a drain thread. Only a hint for where to look:
+    /// correctness never depends on it. Empty when there are no drain threads.
+    due: Box<[AtomicU64]>,
+    // INVARIANT: every entry in `skiplist` was inserted into this memtable; entries reach it by
+    // write-through or by a drain, exactly once each.
+    skiplist: Arc<SkipListMemtable>,
+    // Declared last: drops after the buckets that point into it.
+    entries: EntryAllocator,
+}
+
+// `Shared` needs no unsafe Send/Sync impl: it is Send and Sync by its fields (atomics, mutexes, an
+// `Arc` of the Sync skiplist, and arenas that are Send behind mutexes). Raw entry pointers live
+// only in `AtomicPtr`s and in locals.
+
+impl Shared {
+    /// The bucket of `user_key`: its `bucket_bits` bits after the first `prefix_bits`, reading
+    /// missing bytes as zero.
+    #[inline]
+    fn bucket_index(&self, user_key: &[u8]) -> usize {
+        bucket_index(user_key, self.prefix_bits, self.bucket_bits)
+    }
+
+    /// Moves every entry of `bucket` into the skiplist; the caller holds its lock. Returns how many.
+    fn drain_locked(&self, bucket: &Bucket) -> usize {
+        let mut batch = [ptr::null_mut::<Entry>(); SLOTS];
+        let mut n = 0;
+        for slot in &bucket.slots {
+            // Relaxed: slots change only under the lock we hold.
+            let p = slot.load(AtomicOrdering::Relaxed);
+            if !p.is_null() {
+                batch[n] = p;
+                n += 1;
+            }
+        }
+        if n == 0 {
+            return 0;
+        }
+        let mut pairs: [(&[u8], &[u8]); SLOTS] = [(&[], &[]); SLOTS];
+        for (pair, &p) in pairs.iter_mut().zip(&batch[..n]) {
+            // SAFETY: every pointer came from a slot: a published entry that lives as long as
+            // `self` (and its bytes were visible to whoever stored it, under the lock we hold).
+            *pair = unsafe { (entry_key(p), entry_value(p)) };
+        }
+        let pairs = &mut pairs[..n];
+        pairs.sort_unstable_by(|a, b| key::compare_internal(a.0, b.0));
+        self.skiplist.insert_sorted(pairs);
+        // Only now that the skiplist holds them may the bucket forget them (module invariant).
+        for slot in &bucket.slots {
+            if !slot.load(AtomicOrdering::Relaxed).is_null() {
+                slot.store(ptr::null_mut(), AtomicOrdering::Release);
+            }
+        }
+        n
+    }
+
+    /// Drains every non-empty bucket. Every entry whose insert finished before this call is in the
+    /// skiplist when it returns.
+    fn drain_all(&self) {
+        for bucket in self.buckets.iter() {
+            // A bucket seen empty with Acquire loads needs nothing: each entry that was in it was
+            // drained, and the Release store that nulled its slot came after its skiplist insert.
+            let occupied = bucket
+                .slots
+                .iter()
+                .any(|s| !s.load(AtomicOrdering::Acquire).is_null());
+            if occupied {
+                let _guard = bucket.lock.lock();
+                self.drain_locked(bucket);
+            }
+        }
+    }
+
+    /// Drains the due buckets of the `due` words in `words`, never waiting for a bucket lock.
+    /// Returns how many entries moved.
+    fn drain_due(&self, words: std::ops::Range<usize>) -> usize {
+        let mut moved = 0;
+        for w in words {
+            let word = &self.due[w];
+            if word.load(AtomicOrdering::Relaxed) == 0 {
+                continue;
+            }
+            let mut bits = word.swap(0, AtomicOrdering::Acquire);
+            while bits != 0 {
+                let bit = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let Some(bucket) = self.buckets.get(w * 64 + bit) else {
+                    continue;
+                };
+                match bucket.lock.try_lock() {
+                    Some(_guard) => moved += self.drain_locked(bucket),
+                    // A writer or `iter` holds it: try again on the next sweep.
+                    None => {
+                        word.fetch_or(1 << bit, AtomicOrdering::Relaxed);
+                    }
+                }
+            }
+        }
+        moved
+    }
+}
+
+/// `bits` bits of `user_key` starting at bit `prefix_bits` (most significant first), with bytes
+/// past the end of the key read as zero.
+#[inline]
+fn bucket_index(user_key: &[u8], prefix_bits: u32, bits: u32) -> usize {
+    if bits == 0 {
+        return 0;
+    }
+    let start = (prefix_bits / 8) as usize;
+    let shift = prefix_bits % 8;
+    // Nine bytes cover `shift + bits <= 7 + 64` bits.
+    let mut window = [0u8; 16];
+    if let Some(rest) = user_key.get(start..) {
+        let n = rest.len().min(9);
+        window[..n].copy_from_slice(&rest[..n]);
+    }
+    ((u128::from_be_bytes(window) << shift) >> (128 - bits)) as usize
+}
+
+/// Joins the drain threads when dropped. A field of [`FloDbMemtable`] declared after `shared`, so
+/// the memtable's strong reference is gone (and the threads' `Weak`s fail) before the join.
+struct Drainers(Vec<JoinHandle<()>>);
+
+impl Drop for Drainers {
+    fn drop(&mut self) {
+        for handle in self.0.drain(..) {
+            // A drain thread that panicked has nothing left to clean up.
+            let _ = handle.join();
+        }
+    }
+}
+
+/// FloDB's memory component: a membuffer of cache-line buckets over an arena skiplist. See the
+/// module documentation for the invariants and the concurrency contract.
+pub struct FloDbMemtable {
+    shared: Arc<Shared>,
+    // Declared after `shared`: see `Drainers`. Held for its `Drop` (only tests read it).
+    #[cfg_attr(not(test), allow(dead_code))]
+    drainers: Drainers,
+}
+
+impl FloDbMemtable {
+    /// An empty memtable shaped by `config`, with its drain threads started.
+    ///
+    /// The bucket count is `membuffer_bytes / 64` rounded down to a power of two, at least 1. A
+    /// drain thread that the system refuses to start is skipped: draining is only an
+    /// optimization (buckets still empty by write-through and at `iter`).
+    pub fn new(config: FloDbConfig) -> FloDbMemtable {
+        let wanted = (config.membuffer_bytes / BUCKET_BYTES).max(1);
+        let bucket_bits = usize::BITS - 1 - wanted.leading_zeros();
+        let buckets: Box<[Bucket]> = (0..1usize << bucket_bits)
+            .map(|_| Bucket {
+                lock: Mutex::new(()),
+                slots: Default::default(),
+            })
+            .collect();
+        let threads = config.drain_threads.min(buckets.len());
+        let due_words = if threads == 0 {
+            0
+        } else {
+            buckets.len().div_ceil(64)
+        };
+        let shared = Arc::new(Shared {
+            bucket_bits,
+            prefix_bits: config.prefix_bits,
+            due: (0..due_words).map(|_| AtomicU64::new(0)).collect(),
+            buckets,
+            skiplist: Arc::new(SkipListMemtable::new()),
+            entries: EntryAllocator::new(),
+        });
+        let mut handles = Vec::with_capacity(threads);
+        for t in 0..threads {
+            // Thread `t` owns a contiguous run of `due` words, so of buckets (key ranges).
+            let words = due_words * t / threads..due_words * (t + 1) / threads;
+            let weak = Arc::downgrade(&shared);
+            let spawned = std::thread::Builder::new()
+                .name("shale-flodb-drain".into())
+                .spawn(move || drain_loop(weak, words));
+            if let Ok(handle) = spawned {
+                handles.push(handle);
+            }
+        }
+        FloDbMemtable {
+            shared,
+            drainers: Drainers(handles),
+        }
+    }
+
+    /// Number of membuffer buckets.
+    #[cfg(test)]
+    pub(crate) fn bucket_count(&self) -> usize {
+        self.shared.buckets.len()
+    }
+
+    /// The bucket `user_key` maps to.
+    #[cfg(test)]
+    pub(crate) fn bucket_of(&self, user_key: &[u8]) -> usize {
+        self.shared.bucket_index(user_key)
+    }
+
+    /// Entries now in the membuffer (not yet in the skiplist) and in the skiplist.
+    #[cfg(test)]
+    pub(crate) fn level_counts(&self) -> (usize, usize) {
+        let buffered = self
+            .shared
+            .buckets
+            .iter()
+            .flat_map(|b| &b.slots)
+            .filter(|s| !s.load(AtomicOrdering::Acquire).is_null())
+            .count();
+        (buffered, self.shared.skiplist.len())
+    }
+
+    /// Drain threads running.
+    #[cfg(test)]
+    pub(crate) fn drain_thread_count(&self) -> usize {
+        self.drainers.0.len()
+    }
+
+    /// A `Weak` to the shared state, to watch the drain threads let go of it.
+    #[cfg(test)]
+    pub(crate) fn shared_weak(&self) -> Weak<impl Send + Sync> {
+        Arc::downgrade(&self.shared)
+    }
+}
+
+/// A drain thread's life: sweep its due words, step by step, while the memtable lives.
+fn drain_loop(shared: Weak<Shared>, words: std::ops::Range<usize>) {
+    let mut at = words.start;
+    let mut moved_this_sweep = 0;
+    let mut idle = IDLE_SLEEP;
+    loop {
+        let Some(state) = shared.upgrade() else {
+            return;
+        };
+        let end = (at + SWEEP_STEP_WORDS).min(words.end);
+        moved_this_sweep += state.drain_due(at..end);
+        drop(state);
+        if end < words.end {
+            at = end;
+            continue;
+        }
+        at = words.start;
+        if moved_this_sweep == 0 {
+            std::thread::sleep(idle);
+            idle = (idle * 2).min(IDLE_SLEEP_MAX);
+        } else {
+            idle = IDLE_SLEEP;
+        }
+        moved_this_sweep = 0;
+    }
+}
+
+impl Memtable for FloDbMemtable {
+    /// # Panics
+    /// When the internal key or the value is 4 GiB or longer (the engine caps values at 1 GiB).
+    fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) {
+        let shared = &*self.shared;
+        let shard = shared.entries.shard();
+        shard.inserts.fetch_add(1, AtomicOrdering::Relaxed);
+        let index = shared.bucket_index(user_key);
+        let bucket = &shared.buckets[index];
+        // A lock-free peek first: a full bucket writes through without allocating an entry.
+        let has_room = bucket
+            .slots
+            .iter()
+            .any(|s| s.load(AtomicOrdering::Relaxed).is_null());
+        if has_room {
+            let trailer = key::pack_trailer(seq, kind as u8);
+            let entry = EntryAllocator::alloc(shard, user_key, trailer, value);
+            let _guard = bucket.lock.lock();
+            let mut stored = false;
+            let mut occupied = 0;
+            for slot in &bucket.slots {
+                // Relaxed: slots change only under the lock we hold.
+                if !slot.load(AtomicOrdering::Relaxed).is_null() {
+                    occupied += 1;
+                } else if !stored {
+                    // Release: publishes the entry's bytes to readers' Acquire loads.
+                    slot.store(entry, AtomicOrdering::Release);
+                    stored = true;
+                    occupied += 1;
+                }
+            }
+            if stored {
+                if occupied >= DRAIN_MIN_ENTRIES && !shared.due.is_empty() {
+                    shared.due[index / 64].fetch_or(1 << (index % 64), AtomicOrdering::Relaxed);
+                }
+                return;
+            }
+            // The bucket filled up since the peek: the entry stays allocated, unused.
+        }
+        shared.skiplist.insert(user_key, seq, kind, value);
+    }
+
+    fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemtableGet> {
+        let shared = &*self.shared;
+        let bucket = &shared.buckets[shared.bucket_index(user_key)];
+        // The newest matching entry in the bucket, read first (see the module contract).
+        let mut best: Option<(SeqNo, ValueKind, *const Entry)> = None;
+        for slot in &bucket.slots {
+            let p = slot.load(AtomicOrdering::Acquire);
+            if p.is_null() {
+                continue;
+            }
+            // SAFETY: an Acquire load of a slot yields a published entry, alive as long as `self`.
+            let ikey = unsafe { entry_key(p) };
+            let Some(parsed) = key::parse_internal_key(ikey) else {
+                continue;
+            };
+            if parsed.user_key == user_key
+                && parsed.seq <= snapshot
+                && best.is_none_or(|(seq, _, _)| parsed.seq > seq)
+            {
+                best = Some((parsed.seq, parsed.kind, p));
+            }
+        }
+        let from_list = shared.skiplist.get(user_key, snapshot);
+        let Some((seq, kind, p)) = best else {
+            return from_list;
+        };
+        let list_seq = match &from_list {
+            Some(MemtableGet::Found { seq, .. } | MemtableGet::Deleted { seq }) => Some(*seq),
+            None => None,
+        };
+        if list_seq.is_some_and(|s| s >= seq) {
+            return from_list;
+        }
+        Some(match kind {
+            ValueKind::Deletion => MemtableGet::Deleted { seq },
+            kind => MemtableGet::Found {
+                kind,
+                seq,
+                // SAFETY: as above.
+                value: unsafe { entry_value(p) }.to_vec(),
+            },
+        })
+    }
+
+    fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
+        self.shared.drain_all();
+        self.shared.skiplist.clone().iter()
+    }
+
+    fn approximate_bytes(&self) -> usize {
+        self.shared.entries.bytes() + self.shared.skiplist.approximate_bytes()
+    }
+
+    fn len(&self) -> usize {
+        self.shared.entries.inserts()
+    }
+}
+
+#[cfg(test)]
+#[path = "flodb_tests.rs"]
+mod tests;
