@@ -9,8 +9,8 @@
 //! rounds and the ratio FloDB / skiplist.
 //!
 //! Keys are integers in `[0, i)`, big-endian in their last 8 bytes; a 16-byte key starts with 8
-//! zero bytes, which FloDB's membuffer skips as a common prefix (`prefix_bits`, FloDB's CLHT_K) so
-//! its buckets still partition by the varying bytes. With `-s P`, P percent of operations go to
+//! zero bytes. FloDB's membuffer is told the common prefix (`prefix_bits`, FloDB's CLHT_K: the zero
+//! bytes and the integer's leading zero bits) so its buckets partition the key range. With `-s P`, P percent of operations go to
 //! the first 10 percent of the keys (a hot set); the default is uniform.
 
 use crate::cpucheck::{rounds_line, sysbench_cpu_events_per_sec};
@@ -176,10 +176,17 @@ fn make(kind: Kind, args: &MemtableArgs, key_size: usize) -> Arc<dyn Memtable> {
         Kind::SkipList => Arc::new(SkipListMemtable::new()),
         Kind::FloDb => Arc::new(FloDbMemtable::new(FloDbConfig {
             membuffer_bytes: args.membuffer,
-            prefix_bits: 8 * (key_size as u32 - 8),
+            prefix_bits: common_prefix_bits(key_size, args.initial),
             drain_threads: args.drain,
         })),
     }
+}
+
+/// Leading bits that every key of the benchmark shares: the zero bytes before the integer, and
+/// the integer's own leading zeros below `keys`. FloDB's partitioned hashing takes the bucket
+/// index from the bits after them (its CLHT_K), so the buckets split the key range evenly.
+fn common_prefix_bits(key_size: usize, keys: u64) -> u32 {
+    8 * (key_size as u32 - 8) + keys.saturating_sub(1).max(1).leading_zeros()
 }
 
 fn key(buf: &mut [u8], k: u64) {

@@ -11,7 +11,7 @@ use super::{
 use super::{COMPACT_READ_STAT, COMPACT_WRITE_STAT, STALL_MICROS_STAT};
 use crate::error::{Error, Result};
 use crate::props::Properties;
-use shale::{Compression, Db, Durability, Options, WriteBatch, WriteOptions};
+use shale::{Compression, Db, Durability, MemtableKind, Options, WriteBatch, WriteOptions};
 use std::path::PathBuf;
 
 /// See the module documentation.
@@ -94,6 +94,20 @@ pub(crate) fn options_from(props: &Properties) -> Result<Options> {
         &mut o.compression_start_level,
     )?;
     set_usize(props, "shale.background_threads", &mut o.background_threads)?;
+    if props.contains("shale.memtable") {
+        o.memtable = match props.get_choice("shale.memtable", "skiplist", &["skiplist", "flodb"])? {
+            "flodb" => MemtableKind::FloDb,
+            _ => MemtableKind::SkipList,
+        };
+    }
+    set_usize(props, "shale.membuffer_size", &mut o.membuffer_size)?;
+    if props.contains("shale.membuffer_prefix_bits") {
+        o.membuffer_prefix_bits = u32::try_from(props.get_u64("shale.membuffer_prefix_bits", 0)?)
+            .map_err(|_| {
+            Error::property("bad value for property shale.membuffer_prefix_bits: too large")
+        })?;
+    }
+    set_usize(props, "shale.drain_threads", &mut o.drain_threads)?;
     o.validate()
         .map_err(|e| Error::property(format!("shale.* properties: {e}")))?;
     Ok(o)

@@ -68,4 +68,16 @@ pub(super) static PROPS: &[PropSpec] = &[
         "",
         "flush and compaction threads",
     ),
+    PropSpec::new("shale.memtable", "", "skiplist or flodb"),
+    PropSpec::new("shale.membuffer_size", "", "FloDB membuffer bytes"),
+    PropSpec::new(
+        "shale.membuffer_prefix_bits",
+        "",
+        "FloDB: leading key bits shared by all keys, skipped by the bucket index",
+    ),
+    PropSpec::new(
+        "shale.drain_threads",
+        "",
+        "FloDB drain threads per memtable",
+    ),
 ];
