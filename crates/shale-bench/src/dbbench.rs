@@ -540,9 +540,9 @@ mod tests {
     fn the_db_bench_command_is_the_issues_plus_the_directory() {
         let a = DbBenchArgs::default();
         assert_eq!(
-            db_bench_command_args(&a, Path::new("/tmp/db")).join(" "),
+            db_bench_command_args(&a, Path::new("bench-db/x")).join(" "),
             "--benchmarks=fillrandom,readrandom,overwrite --num=2000000 --value_size=100 \
-             --key_size=16 --max_background_jobs=2 --histogram=1 --db=/tmp/db"
+             --key_size=16 --max_background_jobs=2 --histogram=1 --db=bench-db/x"
         );
         let a = DbBenchArgs {
             threads: 2,
