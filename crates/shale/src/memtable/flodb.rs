@@ -29,7 +29,7 @@
 //! before it was created. Drain threads hold only a [`Weak`] to the shared state, never block on a
 //! bucket lock (`try_lock`), and exit once the memtable is gone; dropping the memtable joins them.
 
-use super::skiplist::arena::Arena;
+use super::arena::Arena;
 use super::{Memtable, MemtableGet, SkipListMemtable};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind, TRAILER_LEN};

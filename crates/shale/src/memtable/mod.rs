@@ -11,6 +11,7 @@
 //!
 //! Invariant: no two entries share the same (user key, sequence number).
 
+mod arena;
 mod flodb;
 mod skiplist;
 

@@ -27,14 +27,11 @@
 //! node at some levels and not others, which only changes how fast it finds its target. An
 //! iterator holds an `Arc` of the memtable, which keeps every node it can point at alive.
 
-#[path = "arena.rs"]
-pub(super) mod arena;
-
+use super::arena::Arena;
 use super::{Memtable, MemtableGet};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, TRAILER_LEN};
-use arena::Arena;
 use parking_lot::Mutex;
 use std::cmp::Ordering;
 use std::mem::size_of;

@@ -1,9 +1,9 @@
 //! Tests of the arena skiplist memtable: behaviour, a model test against a `BTreeMap`, and readers
 //! racing with writers.
 
-use super::arena::CHUNK_SIZE;
 use super::*;
 use crate::key::{compare_internal, MAX_SEQNO};
+use crate::memtable::arena::CHUNK_SIZE;
 use proptest::prelude::*;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
