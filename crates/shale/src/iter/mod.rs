@@ -86,3 +86,15 @@ impl<I: InternalIterator + ?Sized> InternalIterator for Box<I> {
         (**self).status()
     }
 }
+
+/// Every entry of `it`, first to last (for tests).
+#[cfg(test)]
+pub(crate) fn collect_forward(it: &mut dyn InternalIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    it.seek_to_first();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next();
+    }
+    out
+}

@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::error::{Error, ErrorKind};
+use crate::iter::collect_forward;
 use crate::key::{self, compare_internal, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
 use crate::memtable::{Memtable, SkipListMemtable};
 use proptest::prelude::*;
@@ -186,16 +187,6 @@ fn db_iter(
     upper: Bound<Vec<u8>>,
 ) -> DbIterator {
     DbIterator::new(Box::new(make), snapshot, lower, upper, None, Box::new(()))
-}
-
-fn collect_forward(it: &mut dyn InternalIterator) -> Vec<Entry> {
-    let mut out = Vec::new();
-    it.seek_to_first();
-    while it.valid() {
-        out.push((it.key().to_vec(), it.value().to_vec()));
-        it.next();
-    }
-    out
 }
 
 fn user_keys(items: &[crate::Result<Entry>]) -> Vec<Vec<u8>> {

@@ -2,7 +2,9 @@
 //! test against a `BTreeMap` over several membuffer shapes.
 
 use super::*;
+use crate::iter::collect_forward;
 use crate::key::{compare_internal, MAX_SEQNO};
+use crate::memtable::test_support::{ikey_of, small_key, ModelKey};
 use proptest::prelude::*;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -14,16 +16,6 @@ fn config(membuffer_bytes: usize, drain_threads: usize) -> FloDbConfig {
         prefix_bits: 0,
         drain_threads,
     }
-}
-
-fn collect_forward(it: &mut dyn InternalIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut out = Vec::new();
-    it.seek_to_first();
-    while it.valid() {
-        out.push((it.key().to_vec(), it.value().to_vec()));
-        it.next();
-    }
-    out
 }
 
 fn found(seq: SeqNo, value: &[u8]) -> Option<MemtableGet> {
@@ -201,19 +193,6 @@ fn iterators_outlive_the_memtable() {
     drop(m);
     it.seek_to_first();
     assert_eq!(it.value(), b"x");
-}
-
-/// The model's order for internal keys: user key ascending, then trailer descending.
-type ModelKey = (Vec<u8>, Reverse<u64>);
-
-fn ikey_of(k: &ModelKey) -> Vec<u8> {
-    let mut ikey = k.0.clone();
-    ikey.extend_from_slice(&k.1 .0.to_le_bytes());
-    ikey
-}
-
-fn small_key() -> impl Strategy<Value = Vec<u8>> {
-    proptest::collection::vec(0u8..4, 0..4)
 }
 
 proptest! {

@@ -14,6 +14,8 @@
 mod arena;
 mod flodb;
 mod skiplist;
+#[cfg(test)]
+mod test_support;
 
 pub use flodb::{FloDbConfig, FloDbMemtable};
 pub use skiplist::SkipListMemtable;

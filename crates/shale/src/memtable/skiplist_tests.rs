@@ -2,8 +2,10 @@
 //! racing with writers.
 
 use super::*;
+use crate::iter::collect_forward;
 use crate::key::{compare_internal, MAX_SEQNO};
 use crate::memtable::arena::CHUNK_SIZE;
+use crate::memtable::test_support::{ikey_of, model_key, small_key, ModelKey};
 use proptest::prelude::*;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -133,33 +135,6 @@ fn approximate_bytes_tracks_entry_sizes_not_chunks() {
     m.insert(b"key", 1, ValueKind::Value, &[0; 100]);
     let one = m.approximate_bytes() - before;
     assert!((111..=111 + MAX_HEIGHT * 8 + 16).contains(&one), "{one}");
-}
-
-/// The model's order for internal keys: user key ascending, then trailer descending.
-type ModelKey = (Vec<u8>, Reverse<u64>);
-
-fn model_key(ikey: &[u8]) -> ModelKey {
-    (key::user_key(ikey).to_vec(), Reverse(key::trailer(ikey)))
-}
-
-fn ikey_of(k: &ModelKey) -> Vec<u8> {
-    let mut ikey = k.0.clone();
-    ikey.extend_from_slice(&k.1 .0.to_le_bytes());
-    ikey
-}
-
-fn collect_forward(it: &mut dyn InternalIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut out = Vec::new();
-    it.seek_to_first();
-    while it.valid() {
-        out.push((it.key().to_vec(), it.value().to_vec()));
-        it.next();
-    }
-    out
-}
-
-fn small_key() -> impl Strategy<Value = Vec<u8>> {
-    proptest::collection::vec(0u8..4, 0..4)
 }
 
 proptest! {

@@ -8,6 +8,7 @@ use super::*;
 use crate::cache::BlockCache;
 use crate::error::ErrorKind;
 use crate::fs::{Fs, MemFs};
+use crate::iter::collect_forward;
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, internal_key, seek_key, user_key, ValueKind};
 use proptest::prelude::*;
@@ -80,16 +81,6 @@ fn sample_entries(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
             ikey(&user, i as u64 + 1),
             format!("value-{i}-{}", "x".repeat(i % 40)).into_bytes(),
         ));
-    }
-    out
-}
-
-fn collect_forward(it: &mut dyn InternalIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut out = Vec::new();
-    it.seek_to_first();
-    while it.valid() {
-        out.push((it.key().to_vec(), it.value().to_vec()));
-        it.next();
     }
     out
 }
