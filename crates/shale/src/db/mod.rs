@@ -171,6 +171,18 @@ impl Db {
         write::write(&self.inner, batch, options.durability)
     }
 
+    /// Fsyncs the WAL: every write acknowledged before the call survives power loss once it
+    /// returns. Use it to make [`Durability::Buffered`] writes durable in bulk (Redis's
+    /// `appendfsync everysec`).
+    ///
+    /// # Errors
+    /// `Io` when the fsync fails (the database is then poisoned); `Poisoned`; `Closed`.
+    ///
+    /// [`Durability::Buffered`]: crate::Durability::Buffered
+    pub fn sync_wal(&self) -> Result<()> {
+        write::sync_wal(&self.inner)
+    }
+
     /// The value of `key`, or `Ok(None)` when absent.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.inner.check_open()?;

@@ -58,6 +58,23 @@ pub struct Stats {
     pub last_sequence: u64,
     /// Live snapshots.
     pub snapshots: u64,
+    /// Bytes of blob records still referenced by the newest version of some key or by a live
+    /// snapshot (`rocksdb.blobdb.live-blob-file-size` counts whole files; this counts records).
+    pub blob_live_bytes: u64,
+    /// Bytes of blob records no reader can reach any more, waiting for garbage collection.
+    pub blob_garbage_bytes: u64,
+    /// Blob files in the current version.
+    pub blob_files: u64,
+    /// Bytes on disk divided by live logical bytes (1.0 means no overhead; 0.0 for an empty store).
+    pub space_amplification: f64,
+    /// Bytes garbage collection read (`rocksdb.blobdb.gc.bytes.read` in spirit).
+    pub gc_bytes_read: u64,
+    /// Bytes garbage collection wrote (`rocksdb.blobdb.gc.bytes.relocated` in spirit).
+    pub gc_bytes_written: u64,
+    /// Completed garbage-collection runs.
+    pub gc_runs: u64,
+    /// Microseconds spent in garbage-collection tasks (copying survivors, not installing).
+    pub gc_micros: u64,
 }
 
 /// Counters updated concurrently by writers and background threads.

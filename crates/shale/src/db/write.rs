@@ -371,6 +371,27 @@ pub(crate) fn switch_memtable(
 
 /// Syncs the WAL at close, so writes made with `Durability::Buffered` survive a power loss after a
 /// clean close.
+/// Fsyncs the active WAL, so every write acknowledged so far survives power loss. A failed fsync
+/// poisons the database (the page cache may have dropped the dirty pages).
+pub(crate) fn sync_wal(inner: &DbInner) -> Result<()> {
+    inner.check_open()?;
+    if let Some(e) = inner.poison_error() {
+        return Err(e);
+    }
+    let mut wal = inner.wal.lock();
+    let number = wal.number;
+    match wal.writer.sync() {
+        Ok(()) => {
+            inner.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+        Err(e) => {
+            let path = filename::wal(&inner.dir, number);
+            Err(inner.set_poison(Error::io(e, format!("sync {}", path.display()))))
+        }
+    }
+}
+
 pub(crate) fn sync_wal_at_close(inner: &DbInner) -> Result<()> {
     let mut wal = inner.wal.lock();
     let path = filename::wal(&inner.dir, wal.number);
