@@ -3,6 +3,7 @@
 //! ```text
 //! 000007.log        a WAL
 //! 000012.sst        an SST
+//! 000014.blob       a blob file (values separated from their keys)
 //! MANIFEST-000005   a log of version edits
 //! CURRENT           names the live MANIFEST
 //! LOCK              held while the database is open
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 pub(crate) enum FileKind {
     Wal(u64),
     Table(u64),
+    Blob(u64),
     Manifest(u64),
     Current,
     Lock,
@@ -30,6 +32,10 @@ pub(crate) fn wal(dir: &Path, number: u64) -> PathBuf {
 
 pub(crate) fn table(dir: &Path, number: u64) -> PathBuf {
     dir.join(format!("{number:06}.sst"))
+}
+
+pub(crate) fn blob(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number:06}.blob"))
 }
 
 pub(crate) fn manifest(dir: &Path, number: u64) -> PathBuf {
@@ -68,6 +74,7 @@ pub(crate) fn parse(name: &str) -> Option<FileKind> {
     match ext {
         "log" => Some(FileKind::Wal(number)),
         "sst" => Some(FileKind::Table(number)),
+        "blob" => Some(FileKind::Blob(number)),
         "dbtmp" => Some(FileKind::Temp(number)),
         _ => None,
     }
@@ -90,6 +97,7 @@ mod tests {
         for (path, kind) in [
             (wal(dir, 7), FileKind::Wal(7)),
             (table(dir, 1234567), FileKind::Table(1234567)),
+            (blob(dir, 14), FileKind::Blob(14)),
             (manifest(dir, 5), FileKind::Manifest(5)),
             (current(dir), FileKind::Current),
             (lock(dir), FileKind::Lock),

@@ -6,11 +6,14 @@
 //! of every file.
 
 mod batch;
+mod blob;
+mod blob_file_cache;
 mod cache;
 mod compaction;
 mod db;
 mod error;
 mod filename;
+mod gc;
 pub mod fs;
 #[doc(hidden)]
 pub mod fuzz_api;

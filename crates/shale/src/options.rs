@@ -52,6 +52,21 @@ pub const DEFAULT_MAX_VALUE_SIZE: usize = 256 << 20;
 pub const DEFAULT_MEMBUFFER_SIZE: usize = 4 << 20;
 /// Default for [`Options::drain_threads`].
 pub const DEFAULT_DRAIN_THREADS: usize = 1;
+/// Default for [`Options::min_blob_size`]: values of 512 bytes or more go to blob files. See
+/// `docs/design/0004-kv-separation.md` for the measurement behind it.
+pub const DEFAULT_MIN_BLOB_SIZE: usize = 512;
+/// [`Options::min_blob_size`] that turns key-value separation off: every value stays in the SSTs.
+pub const NO_BLOB_FILES: usize = usize::MAX;
+/// Default for [`Options::blob_file_size`]: 32 MiB.
+pub const DEFAULT_BLOB_FILE_SIZE: u64 = 32 << 20;
+/// Default for [`Options::gc_threshold`]: a blob file is collected once half of it is garbage.
+pub const DEFAULT_GC_THRESHOLD: f64 = 0.5;
+/// Default for [`Options::gc_space_amp_target`].
+pub const DEFAULT_GC_SPACE_AMP_TARGET: f64 = 1.3;
+/// Default for [`Options::gc_threads`].
+pub const DEFAULT_GC_THREADS: usize = 1;
+/// Default for [`Options::gc_bytes_per_sec`]: 256 MiB/s of GC reads and writes together.
+pub const DEFAULT_GC_BYTES_PER_SEC: u64 = 256 << 20;
 
 /// How a write is made durable before the call returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -102,6 +117,32 @@ pub enum MemtableKind {
     /// FloDB's two-level component: a small hash table (the membuffer, [`Options::membuffer_size`])
     /// over the skiplist, drained into it in sorted batches by [`Options::drain_threads`] threads.
     FloDb,
+}
+
+/// How garbage in blob files is found and collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum GcMode {
+    /// AegonKV's design: compaction reports every blob reference it drops, so validity is a
+    /// bitmap; garbage collection copies survivors into a new physical file behind the same logical
+    /// file, and references in the LSM never change (no lookups, no write-back).
+    #[default]
+    Offload,
+    /// Titan's design, kept as the ablation baseline: validity by an LSM point lookup per record,
+    /// survivors written to a new blob file and their new locations written back through the
+    /// write path.
+    Titan,
+}
+
+/// Where garbage-collection tasks run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum GcEngineKind {
+    /// Background worker threads ([`Options::gc_threads`]) with their own I/O budget
+    /// ([`Options::gc_bytes_per_sec`]).
+    #[default]
+    Background,
+    /// In the background thread that schedules the task, one task at a time (deterministic; for
+    /// tests).
+    Inline,
 }
 
 /// Options for [`crate::Db::open`]. `Options::default()` gives a reasonable general-purpose setup.
@@ -177,6 +218,27 @@ pub struct Options {
     /// With [`MemtableKind::FloDb`]: threads per memtable that drain the membuffer into the
     /// skiplist. Default [`DEFAULT_DRAIN_THREADS`].
     pub drain_threads: usize,
+    /// Values at least this long are written to blob files at flush and the SST keeps a reference
+    /// (key-value separation); [`NO_BLOB_FILES`] turns it off. Default [`DEFAULT_MIN_BLOB_SIZE`].
+    pub min_blob_size: usize,
+    /// Size at which a flush starts a new blob file. Default [`DEFAULT_BLOB_FILE_SIZE`].
+    pub blob_file_size: u64,
+    /// Share of garbage (by bytes) at which a blob file becomes a GC candidate, in (0, 1].
+    /// Default [`DEFAULT_GC_THRESHOLD`].
+    pub gc_threshold: f64,
+    /// Space amplification (bytes on disk over live bytes) above which GC also takes files with
+    /// half the threshold's garbage and runs more tasks at once; writers are never stalled for it.
+    /// Default [`DEFAULT_GC_SPACE_AMP_TARGET`].
+    pub gc_space_amp_target: f64,
+    /// How garbage is found and collected. Default [`GcMode::Offload`].
+    pub gc_mode: GcMode,
+    /// Where GC tasks run. Default [`GcEngineKind::Background`].
+    pub gc_engine: GcEngineKind,
+    /// Worker threads of the background GC engine. Default [`DEFAULT_GC_THREADS`].
+    pub gc_threads: usize,
+    /// I/O budget of the background GC engine in bytes per second (reads plus writes); 0 is
+    /// unlimited. Default [`DEFAULT_GC_BYTES_PER_SEC`].
+    pub gc_bytes_per_sec: u64,
     /// Largest key accepted. Default [`DEFAULT_MAX_KEY_SIZE`].
     pub max_key_size: usize,
     /// Largest value accepted. Default [`DEFAULT_MAX_VALUE_SIZE`].
@@ -217,6 +279,14 @@ impl Default for Options {
             membuffer_size: DEFAULT_MEMBUFFER_SIZE,
             membuffer_prefix_bits: 0,
             drain_threads: DEFAULT_DRAIN_THREADS,
+            min_blob_size: DEFAULT_MIN_BLOB_SIZE,
+            blob_file_size: DEFAULT_BLOB_FILE_SIZE,
+            gc_threshold: DEFAULT_GC_THRESHOLD,
+            gc_space_amp_target: DEFAULT_GC_SPACE_AMP_TARGET,
+            gc_mode: GcMode::Offload,
+            gc_engine: GcEngineKind::Background,
+            gc_threads: DEFAULT_GC_THREADS,
+            gc_bytes_per_sec: DEFAULT_GC_BYTES_PER_SEC,
             max_key_size: DEFAULT_MAX_KEY_SIZE,
             max_value_size: DEFAULT_MAX_VALUE_SIZE,
             fs: Arc::new(RealFs),
@@ -247,6 +317,14 @@ impl fmt::Debug for Options {
             .field("membuffer_size", &self.membuffer_size)
             .field("membuffer_prefix_bits", &self.membuffer_prefix_bits)
             .field("drain_threads", &self.drain_threads)
+            .field("min_blob_size", &self.min_blob_size)
+            .field("blob_file_size", &self.blob_file_size)
+            .field("gc_threshold", &self.gc_threshold)
+            .field("gc_space_amp_target", &self.gc_space_amp_target)
+            .field("gc_mode", &self.gc_mode)
+            .field("gc_engine", &self.gc_engine)
+            .field("gc_threads", &self.gc_threads)
+            .field("gc_bytes_per_sec", &self.gc_bytes_per_sec)
             .finish_non_exhaustive()
     }
 }
@@ -309,6 +387,21 @@ impl Options {
         if self.max_value_size > (1 << 30) {
             return bad("max_value_size must be at most 1 GiB");
         }
+        if self.min_blob_size == 0 {
+            return bad("min_blob_size must be at least 1 (NO_BLOB_FILES turns separation off)");
+        }
+        if self.blob_file_size < 1024 || self.blob_file_size > u64::from(u32::MAX) {
+            return bad("blob_file_size must be between 1 KiB and 4 GiB");
+        }
+        if !(self.gc_threshold > 0.0 && self.gc_threshold <= 1.0) {
+            return bad("gc_threshold must be in (0, 1]");
+        }
+        if !(self.gc_space_amp_target >= 1.0 && self.gc_space_amp_target.is_finite()) {
+            return bad("gc_space_amp_target must be at least 1");
+        }
+        if self.gc_threads == 0 || self.gc_threads > 64 {
+            return bad("gc_threads must be between 1 and 64");
+        }
         if self.memtable == MemtableKind::FloDb {
             if self.membuffer_size < 64 || self.membuffer_size > self.write_buffer_size {
                 return bad("membuffer_size must be between 64 bytes and write_buffer_size");
@@ -330,6 +423,11 @@ impl Options {
         } else {
             Compression::None
         }
+    }
+
+    /// True when values of `len` bytes are written to blob files.
+    pub fn separates(&self, len: usize) -> bool {
+        len >= self.min_blob_size
     }
 
     /// The target size of `level` (L1 and deeper).

@@ -5,15 +5,22 @@
 //! key spans two files of a level), when a file reaches `target_file_size`, or when it would overlap
 //! too many bytes of the level below the output (which would make its own compaction expensive).
 //!
+//! Key-value separation: a flush passes a [`BlobSink`], and every kept value of at least
+//! `min_blob_size` bytes goes to a blob file, the SST keeping a `BlobRef`. Every `BlobRef` entry
+//! the retention rule drops is reported in [`JobStats::dropped_blobs`]: those records are dead for
+//! every reader, and the caller records them in the same MANIFEST edit that installs the outputs.
+//!
 //! On error every output file written so far is removed; the caller installs nothing.
 
 use super::picker::MAX_GRANDPARENT_OVERLAP_FILES;
 use super::retention::{Decision, Retention};
+use super::separation::{record_size, BlobSink};
+use crate::blob::BlobRef;
 use crate::error::{Error, ErrorKind, Result};
 use crate::filename;
 use crate::fs::Fs;
 use crate::iter::InternalIterator;
-use crate::key::{compare_internal, parse_internal_key};
+use crate::key::{append_internal_key, compare_internal, parse_internal_key, ValueKind};
 use crate::options::Options;
 use crate::sst::{TableBuilder, TableInfo, TableOptions};
 use crate::version::edit::{FileMeta, Level};
@@ -34,12 +41,35 @@ pub(crate) struct OutputSpec<'a> {
     pub grandparents: &'a [Arc<FileMeta>],
 }
 
+/// A blob record whose last reference a job dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DroppedBlob {
+    pub logical: u64,
+    pub ordinal: u32,
+    /// Size of the record (see `separation::record_size`).
+    pub bytes: u64,
+}
+
 /// What a job did besides its outputs.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct JobStats {
     pub entries_in: u64,
     pub entries_dropped: u64,
     pub bytes_written: u64,
+    pub dropped_blobs: Vec<DroppedBlob>,
+}
+
+/// Decodes the `BlobRef` value of an entry, or says which entry is damaged.
+pub(crate) fn decode_blob_ref(user_key: &[u8], value: &[u8]) -> Result<BlobRef> {
+    BlobRef::decode(value).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Corruption,
+            format!(
+                "the blob reference of key {:?} is malformed",
+                String::from_utf8_lossy(&user_key[..user_key.len().min(64)])
+            ),
+        )
+    })
 }
 
 /// Writes the entries of `input` that `retention` keeps. `new_file_number` allocates (and protects
@@ -51,23 +81,35 @@ pub(crate) fn write_tables(
     key_absent_below: &dyn Fn(&[u8]) -> bool,
     spec: &OutputSpec<'_>,
     new_file_number: &mut dyn FnMut() -> u64,
+    mut blobs: Option<&mut BlobSink<'_>>,
     cancel: &AtomicBool,
 ) -> Result<(Vec<FileMeta>, JobStats)> {
     let mut outputs: Vec<FileMeta> = Vec::new();
     let mut written: Vec<u64> = Vec::new();
-    let result = write_all(
+    let mut result = write_all(
         input,
         retention,
         key_absent_below,
         spec,
         new_file_number,
+        blobs.as_deref_mut(),
         cancel,
         &mut outputs,
         &mut written,
     );
+    if result.is_ok() {
+        if let Some(sink) = blobs.as_deref_mut() {
+            if let Err(e) = sink.finish() {
+                result = Err(e);
+            }
+        }
+    }
     if result.is_err() {
         for number in written {
             let _ = spec.fs.remove_file(&filename::table(spec.dir, number));
+        }
+        if let Some(sink) = blobs {
+            sink.remove_all();
         }
     }
     result.map(|stats| (outputs, stats))
@@ -87,10 +129,13 @@ fn write_all(
     key_absent_below: &dyn Fn(&[u8]) -> bool,
     spec: &OutputSpec<'_>,
     new_file_number: &mut dyn FnMut() -> u64,
+    mut blobs: Option<&mut BlobSink<'_>>,
     cancel: &AtomicBool,
     outputs: &mut Vec<FileMeta>,
     written: &mut Vec<u64>,
 ) -> Result<JobStats> {
+    let mut separated_key: Vec<u8> = Vec::new();
+    let mut separated_value: Vec<u8> = Vec::new();
     let mut stats = JobStats::default();
     let max_overlap = MAX_GRANDPARENT_OVERLAP_FILES.saturating_mul(spec.options.target_file_size);
     let mut grandparent = 0usize;
@@ -127,6 +172,14 @@ fn write_all(
 
         if retention.decide(&parsed, key_absent_below) != Decision::Keep {
             stats.entries_dropped += 1;
+            if parsed.kind == ValueKind::BlobRef {
+                let r = decode_blob_ref(parsed.user_key, input.value())?;
+                stats.dropped_blobs.push(DroppedBlob {
+                    logical: r.file,
+                    ordinal: r.ordinal,
+                    bytes: record_size(parsed.user_key.len(), u64::from(r.value_len)),
+                });
+            }
             input.next();
             continue;
         }
@@ -163,7 +216,32 @@ fn write_all(
                 })
             }
         };
-        out.builder.add(ikey, input.value())?;
+        match parsed.kind {
+            ValueKind::Value if spec.options.separates(input.value().len()) && blobs.is_some() => {
+                let sink = blobs.as_deref_mut().expect("checked");
+                let (r, size) = sink.add(parsed.user_key, input.value())?;
+                separated_key.clear();
+                append_internal_key(
+                    &mut separated_key,
+                    parsed.user_key,
+                    parsed.seq,
+                    ValueKind::BlobRef as u8,
+                );
+                separated_value.clear();
+                r.encode(&mut separated_value);
+                out.builder.add(&separated_key, &separated_value)?;
+                out.builder.add_blob_reference(r.file, size);
+            }
+            ValueKind::BlobRef => {
+                let r = decode_blob_ref(parsed.user_key, input.value())?;
+                out.builder.add(ikey, input.value())?;
+                out.builder.add_blob_reference(
+                    r.file,
+                    record_size(parsed.user_key.len(), u64::from(r.value_len)),
+                );
+            }
+            _ => out.builder.add(ikey, input.value())?,
+        }
         if new_user_key {
             out.last_user_key.clear();
             out.last_user_key.extend_from_slice(parsed.user_key);

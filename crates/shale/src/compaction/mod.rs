@@ -3,3 +3,4 @@
 pub(crate) mod job;
 pub(crate) mod picker;
 pub(crate) mod retention;
+pub(crate) mod separation;

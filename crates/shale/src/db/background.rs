@@ -10,7 +10,8 @@
 //! up behind work that cannot finish. Reopening the database recovers from the WAL and MANIFEST.
 
 use super::{DbInner, State};
-use crate::compaction::job::{self, OutputSpec};
+use crate::compaction::job::{self, DroppedBlob, OutputSpec};
+use crate::compaction::separation::BlobSink;
 use crate::compaction::picker::{self, CompactionTask, PickerState};
 use crate::compaction::retention::Retention;
 use crate::error::{Error, ErrorKind, Result};
@@ -18,7 +19,7 @@ use crate::filename::{self, FileKind};
 use crate::iter::{InternalIterator, LevelFile, LevelIterator, MergingIterator};
 use crate::key::SeqNo;
 use crate::memtable::Memtable;
-use crate::version::edit::{FileMeta, VersionEdit};
+use crate::version::edit::{BlobDeadEdit, BlobFileEdit, FileMeta, VersionEdit};
 use crate::version::version::Version;
 use parking_lot::MutexGuard;
 use std::sync::atomic::Ordering;
@@ -65,6 +66,17 @@ fn worker(inner: &Arc<DbInner>) {
             finish_job(inner, result);
             continue;
         }
+        match super::gc::run(inner, &mut state) {
+            Ok(true) => {
+                inner.bg_cv.notify_all();
+                continue;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                finish_job(inner, Err(e));
+                continue;
+            }
+        }
         if state.compactions_running < max_compactions(inner) && state.manual_waiting == 0 {
             // The version is dropped before the job runs: a held version keeps its files alive,
             // and the job deletes what it made obsolete as soon as it installs.
@@ -105,19 +117,25 @@ fn flush_oldest(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<()
     state.pending_outputs.insert(number);
     let snapshots: Vec<SeqNo> = state.snapshots.keys().copied().collect();
 
-    let meta = match MutexGuard::unlocked(state, || write_level0(inner, mem, number, snapshots)) {
-        Ok(meta) => meta,
+    let mut blob_numbers = Vec::new();
+    let flushed = MutexGuard::unlocked(state, || {
+        write_level0(inner, mem, number, snapshots, &mut blob_numbers)
+    });
+    let flushed = match flushed {
+        Ok(flushed) => flushed,
         Err(e) => {
             state.pending_outputs.remove(&number);
+            for n in &blob_numbers {
+                state.pending_outputs.remove(n);
+            }
             let _ = inner.fs.remove_file(&filename::table(&inner.dir, number));
             return Err(e);
         }
     };
     let mut edit = VersionEdit::default();
-    let bytes = meta.as_ref().map_or(0, |m| m.file_size);
-    if let Some(meta) = meta {
-        edit.new_files.push((0, meta));
-    }
+    let bytes = flushed.bytes_written();
+    let blob_bytes = flushed.blob_bytes;
+    flushed.add_to(&mut edit, &state.versions.current());
     edit.log_number = Some(state.sealed.get(1).map_or(state.mem_wal, |s| s.wal));
     let visible = inner
         .visible_seq
@@ -128,26 +146,97 @@ fn flush_oldest(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<()
     // protected as pending) so that whichever MANIFEST recovery finds is complete.
     state.versions.log_and_apply(edit)?;
     state.pending_outputs.remove(&number);
+    for n in &blob_numbers {
+        state.pending_outputs.remove(n);
+    }
     state.sealed.pop_front();
     inner.install_super_version(state);
     inner
         .counters
         .flush_bytes_written
         .fetch_add(bytes, Ordering::Relaxed);
+    inner
+        .counters
+        .blob_bytes_written
+        .fetch_add(blob_bytes, Ordering::Relaxed);
     inner.counters.flushes.fetch_add(1, Ordering::Relaxed);
     delete_obsolete_files(inner, state);
     Ok(())
 }
 
-/// Writes a memtable to the L0 SST `number`. `None` when nothing survives (an empty memtable).
+/// What a flush wrote: its L0 table (if anything survived), its blob files, and the blob records
+/// whose references it dropped.
+pub(crate) struct Flushed {
+    pub table: Option<FileMeta>,
+    pub blob_files: Vec<BlobFileEdit>,
+    pub blob_bytes: u64,
+    pub dropped_blobs: Vec<DroppedBlob>,
+}
+
+impl Flushed {
+    /// Bytes of the table and blob files.
+    pub(crate) fn bytes_written(&self) -> u64 {
+        self.table.as_ref().map_or(0, |m| m.file_size)
+    }
+
+    /// Adds the flush's outputs to `edit`; `version` is the one the edit applies to.
+    pub(crate) fn add_to(self, edit: &mut VersionEdit, version: &Version) {
+        if let Some(meta) = self.table {
+            edit.new_files.push((0, meta));
+        }
+        edit.blob_files.extend(self.blob_files);
+        add_dead_blobs(edit, version, &self.dropped_blobs);
+    }
+}
+
+/// Records `dropped` blob records as dead in `edit`, and removes every logical blob file left
+/// with no live record. `version` is the version the edit applies to (after its `blob_files`).
+pub(crate) fn add_dead_blobs(edit: &mut VersionEdit, version: &Version, dropped: &[DroppedBlob]) {
+    if dropped.is_empty() {
+        return;
+    }
+    let mut by_file: std::collections::BTreeMap<u64, (Vec<u32>, u64)> = Default::default();
+    for d in dropped {
+        let e = by_file.entry(d.logical).or_default();
+        e.0.push(d.ordinal);
+        e.1 += d.bytes;
+    }
+    for (logical, (mut ordinals, bytes)) in by_file {
+        ordinals.sort_unstable();
+        ordinals.dedup();
+        let live = edit
+            .blob_files
+            .iter()
+            .find(|b| b.logical == logical)
+            .map(|b| crate::version::blob_files::BlobFileMeta::from_edit(b).live_count)
+            .or_else(|| version.blobs.get(&logical).map(|m| m.live_count));
+        if live == Some(ordinals.len() as u64) {
+            edit.deleted_blob_files.push(logical);
+        }
+        edit.blob_dead.push(BlobDeadEdit {
+            logical,
+            ordinals,
+            bytes,
+        });
+    }
+}
+
+/// Writes a memtable to the L0 SST `number`, separating large values into blob files (their
+/// numbers are pushed to `blob_numbers` and registered as pending outputs).
 pub(crate) fn write_level0(
     inner: &DbInner,
     mem: Arc<dyn Memtable>,
     number: u64,
     snapshots: Vec<SeqNo>,
-) -> Result<Option<FileMeta>> {
+    blob_numbers: &mut Vec<u64>,
+) -> Result<Flushed> {
     if mem.is_empty() {
-        return Ok(None);
+        return Ok(Flushed {
+            table: None,
+            blob_files: Vec::new(),
+            blob_bytes: 0,
+            dropped_blobs: Vec::new(),
+        });
     }
     let mut input = mem.iter();
     let mut retention = Retention::new(snapshots);
@@ -161,16 +250,36 @@ pub(crate) fn write_level0(
     };
     let mut once = Some(number);
     let mut next_number = || once.take().expect("a flush writes one file");
-    let (mut outputs, _) = job::write_tables(
+    let mut next_blob_number = || {
+        let mut state = inner.state.lock();
+        let n = state.versions.new_file_number();
+        state.pending_outputs.insert(n);
+        blob_numbers.push(n);
+        n
+    };
+    let separate = inner.options.min_blob_size != crate::options::NO_BLOB_FILES;
+    let mut sink = BlobSink::new(
+        &inner.dir,
+        &inner.fs,
+        inner.options.blob_file_size,
+        &mut next_blob_number,
+    );
+    let (mut outputs, stats) = job::write_tables(
         &mut *input,
         &mut retention,
         &|_| false,
         &spec,
         &mut next_number,
+        separate.then_some(&mut sink),
         &inner.closed,
     )?;
     sync_dir(inner)?;
-    Ok(outputs.pop())
+    Ok(Flushed {
+        table: outputs.pop(),
+        blob_bytes: sink.bytes_written,
+        blob_files: std::mem::take(&mut sink.finished),
+        dropped_blobs: stats.dropped_blobs,
+    })
 }
 
 fn sync_dir(inner: &DbInner) -> Result<()> {
@@ -216,7 +325,7 @@ fn run_compaction(
         state.busy.remove(n);
     }
     state.compactions_running -= 1;
-    let (outputs, written) = match result {
+    let (outputs, written, dropped) = match result {
         Ok(done) => done,
         Err(e) => {
             for n in &allocated {
@@ -227,9 +336,9 @@ fn run_compaction(
         }
     };
     // On a MANIFEST failure the outputs stay protected as pending: the edit may be on disk.
-    state
-        .versions
-        .log_and_apply(picker::result_edit(&task, outputs))?;
+    let mut edit = picker::result_edit(&task, outputs);
+    add_dead_blobs(&mut edit, &state.versions.current(), &dropped);
+    state.versions.log_and_apply(edit)?;
     for n in &allocated {
         state.pending_outputs.remove(n);
     }
@@ -252,7 +361,7 @@ fn compact(
     version: &Version,
     snapshots: Vec<SeqNo>,
     allocated: &mut Vec<u64>,
-) -> Result<(Vec<FileMeta>, u64)> {
+) -> Result<(Vec<FileMeta>, u64, Vec<DroppedBlob>)> {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     if task.level == 0 {
         for f in &task.inputs {
@@ -289,10 +398,11 @@ fn compact(
         &absent,
         &spec,
         &mut next_number,
+        None,
         &inner.closed,
     )?;
     sync_dir(inner)?;
-    Ok((outputs, stats.bytes_written))
+    Ok((outputs, stats.bytes_written, stats.dropped_blobs))
 }
 
 /// A cursor over sorted, non-overlapping files, opening each through the table cache.
@@ -338,6 +448,7 @@ pub(crate) fn delete_obsolete_files(inner: &DbInner, state: &mut MutexGuard<'_, 
         .into_iter()
         .filter_map(|name| match filename::parse(&name)? {
             FileKind::Table(n) if !live.contains(&n) => Some((name, Some(n))),
+            FileKind::Blob(n) if !live.contains(&n) => Some((name, Some(n))),
             FileKind::Wal(n) if n < log_number => Some((name, None)),
             FileKind::Manifest(n) if Some(n) != manifest => Some((name, None)),
             _ => None,
@@ -349,7 +460,9 @@ pub(crate) fn delete_obsolete_files(inner: &DbInner, state: &mut MutexGuard<'_, 
     MutexGuard::unlocked(state, || {
         for (name, table) in doomed {
             if let Some(n) = table {
+                // File numbers are unique across kinds: at most one of these holds `n`.
                 inner.table_cache.evict(n);
+                inner.blob_cache.evict(n);
             }
             if let Err(e) = inner.fs.remove_file(&inner.dir.join(&name)) {
                 tracing::warn!(file = %name, error = %e, "removing an obsolete file failed");

@@ -22,6 +22,7 @@
 //! - A failed WAL or MANIFEST write poisons the database: every later write fails with `Poisoned`.
 
 mod background;
+mod gc;
 mod open;
 mod read;
 mod snapshot;
@@ -33,6 +34,7 @@ pub use snapshot::Snapshot;
 pub use stats::Stats;
 
 use crate::batch::WriteBatch;
+use crate::blob_file_cache::BlobFileCache;
 use crate::cache::BlockCache;
 use crate::compaction::picker;
 use crate::error::{Error, ErrorKind, Result};
@@ -96,6 +98,8 @@ pub(crate) struct State {
     pub compactions_running: usize,
     /// Manual compactions waiting for files to become free; background picks yield to them.
     pub manual_waiting: usize,
+    /// Blob garbage collection in progress.
+    pub gc: gc::GcState,
 }
 
 pub(crate) struct DbInner {
@@ -106,12 +110,16 @@ pub(crate) struct DbInner {
     pub wal: Mutex<WalState>,
     pub state: Mutex<State>,
     /// Signalled when background work is needed or finished (paired with `state`).
-    pub bg_cv: Condvar,
+    pub bg_cv: Arc<Condvar>,
+    /// Runs blob GC tasks (see `db::gc`).
+    pub gc_engine: Box<dyn crate::blob::GcEngine>,
     pub super_version: RwLock<Arc<SuperVersion>>,
     pub visible_seq: AtomicU64,
     pub table_cache: TableCache,
     pub block_cache: Option<Arc<BlockCache>>,
     pub counters: Counters,
+    /// Open blob files.
+    pub blob_cache: BlobFileCache,
     pub controller: WriteController,
     /// The error that poisoned the database, if any.
     pub poison: Mutex<Option<Error>>,

@@ -20,6 +20,8 @@ use crate::filename::{self, FileKind};
 use crate::key::SeqNo;
 use crate::memtable::{self, Memtable};
 use crate::options::Options;
+use crate::blob_file_cache::BlobFileCache;
+use crate::options::GcEngineKind;
 use crate::table_cache::TableCache;
 use crate::version::edit::VersionEdit;
 use crate::version::set::VersionSet;
@@ -83,7 +85,11 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
     // never reuse a number that is on disk (the new WAL below would truncate one not yet replayed).
     for kind in names.iter().filter_map(|n| filename::parse(n)) {
         match kind {
-            FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n) | FileKind::Temp(n) => {
+            FileKind::Wal(n)
+            | FileKind::Table(n)
+            | FileKind::Blob(n)
+            | FileKind::Manifest(n)
+            | FileKind::Temp(n) => {
                 versions.mark_file_number_used(n)
             }
             _ => {}
@@ -116,6 +122,20 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
         .create(&wal_path)
         .ctx(|| format!("create {}", wal_path.display()))?;
     let last_seq = versions.last_seq();
+    let blob_cache = BlobFileCache::new(dir.to_path_buf(), fs.clone(), options.max_open_files);
+    let bg_cv = Arc::new(Condvar::new());
+    let wake = bg_cv.clone();
+    let on_complete: crate::blob::OnComplete = Arc::new(move || {
+        wake.notify_all();
+    });
+    let gc_engine: Box<dyn crate::blob::GcEngine> = match options.gc_engine {
+        GcEngineKind::Inline => Box::new(crate::blob::InlineGcEngine::new(on_complete)),
+        GcEngineKind::Background => Box::new(crate::blob::WorkerGcEngine::new(
+            options.gc_threads,
+            options.gc_bytes_per_sec,
+            on_complete,
+        )?),
+    };
     let inner = DbInner {
         dir: dir.to_path_buf(),
         options,
@@ -138,8 +158,10 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
             flush_running: false,
             compactions_running: 0,
             manual_waiting: 0,
+            gc: Default::default(),
         }),
-        bg_cv: Condvar::new(),
+        bg_cv,
+        gc_engine,
         super_version: RwLock::new(Arc::new(SuperVersion {
             mem,
             sealed: Vec::new(),
@@ -149,6 +171,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
         table_cache,
         block_cache,
         counters: Default::default(),
+        blob_cache,
         controller: Default::default(),
         poison: Mutex::new(None),
         poisoned: AtomicBool::new(false),
@@ -166,6 +189,8 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
         // After recovery the set has no open MANIFEST, so this writes a fresh one holding a snapshot
         // that includes the edit; a new database appends the edit to the MANIFEST it just created.
         state.versions.log_and_apply(edit)?;
+        // Recovery flushes registered their outputs as pending; the version now names them.
+        state.pending_outputs.clear();
         inner
             .fs
             .sync_dir(&inner.dir)
@@ -190,6 +215,27 @@ fn check_tables_exist(dir: &Path, versions: &VersionSet, names: &[String]) -> Re
             _ => None,
         })
         .collect();
+    let blobs_present: HashSet<u64> = names
+        .iter()
+        .filter_map(|n| match filename::parse(n) {
+            Some(FileKind::Blob(number)) => Some(number),
+            _ => None,
+        })
+        .collect();
+    if let Some(missing) = versions
+        .current()
+        .blob_file_numbers()
+        .find(|n| !blobs_present.contains(n))
+    {
+        let manifest = versions
+            .manifest_number()
+            .map_or_else(|| "the MANIFEST".to_owned(), filename::manifest_name);
+        return Err(Error::corruption(
+            &filename::blob(dir, missing),
+            0,
+            format!("the blob file named by {manifest} is missing"),
+        ));
+    }
     if let Some(missing) = versions
         .current()
         .file_numbers()
@@ -253,13 +299,24 @@ fn flush_recovered(
     }
     let number = inner.state.lock().versions.new_file_number();
     let full = std::mem::replace(mem, memtable::new_memtable(&inner.options));
-    if let Some(meta) = background::write_level0(inner, full, number, Vec::new())? {
-        let c = &inner.counters;
-        c.flush_bytes_written
-            .fetch_add(meta.file_size, std::sync::atomic::Ordering::Relaxed);
-        c.flushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        edit.new_files.push((0, meta));
+    let mut blob_numbers = Vec::new();
+    let flushed = background::write_level0(inner, full, number, Vec::new(), &mut blob_numbers)?;
+    let c = &inner.counters;
+    c.flush_bytes_written
+        .fetch_add(flushed.bytes_written(), std::sync::atomic::Ordering::Relaxed);
+    c.blob_bytes_written
+        .fetch_add(flushed.blob_bytes, std::sync::atomic::Ordering::Relaxed);
+    c.flushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // The edit of every recovered flush is applied at once at the end of replay, to the version
+    // as recovered plus the earlier recovered flushes.
+    let mut base = inner.state.lock().versions.current();
+    if !(edit.blob_files.is_empty()
+        && edit.blob_dead.is_empty()
+        && edit.deleted_blob_files.is_empty())
+    {
+        base = Arc::new(base.apply(edit)?);
     }
+    flushed.add_to(edit, &base);
     Ok(())
 }
 

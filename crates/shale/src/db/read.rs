@@ -4,11 +4,11 @@
 //! first) and then one file per deeper level, and stops at the first entry for the key: the newest
 //! version visible at the read's sequence number.
 
-use super::{DbInner, Stats};
+use super::{DbInner, Stats, SuperVersion};
 use crate::compaction::picker;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::filename;
-use crate::iter::{DbIterator, InternalIterator, LevelFile, LevelIterator, MergingIterator};
+use crate::iter::{BlobResolver, DbIterator, InternalIterator, LevelFile, LevelIterator, MergingIterator};
 use crate::key::{parse_internal_key, seek_key, user_key, SeqNo, ValueKind};
 use crate::memtable::MemtableGet;
 use crate::version::edit::FileMeta;
@@ -19,11 +19,27 @@ use std::sync::Arc;
 /// The newest value of `key` visible at `seq`.
 pub(crate) fn get(inner: &DbInner, key: &[u8], seq: SeqNo) -> Result<Option<Vec<u8>>> {
     let sv = inner.current_super_version();
+    match get_entry(inner, &sv, key, seq)? {
+        None => Ok(None),
+        Some((ValueKind::BlobRef, value)) => inner
+            .blob_cache
+            .read(&sv.version.blobs, key, &value)
+            .map(Some),
+        Some((_, value)) => Ok(Some(value)),
+    }
+}
+
+/// The newest entry of `key` visible at `seq` in `sv`, as stored: an inline value or a `BlobRef`
+/// (never a tombstone: a deleted key is `None`).
+pub(crate) fn get_entry(
+    inner: &DbInner,
+    sv: &SuperVersion,
+    key: &[u8],
+    seq: SeqNo,
+) -> Result<Option<(ValueKind, Vec<u8>)>> {
     for mem in std::iter::once(&sv.mem).chain(sv.sealed.iter()) {
         match mem.get(key, seq) {
-            Some(MemtableGet::Found { kind, value, .. }) => {
-                return value_of(kind, value, || "a memtable".to_owned())
-            }
+            Some(MemtableGet::Found { kind, value, .. }) => return Ok(Some((kind, value))),
             Some(MemtableGet::Deleted { .. }) => return Ok(None),
             None => {}
         }
@@ -47,13 +63,17 @@ pub(crate) fn get(inner: &DbInner, key: &[u8], seq: SeqNo) -> Result<Option<Vec<
     Ok(None)
 }
 
-/// Looks `target` up in one SST: `Some(value or None-for-deleted)` when the file decides the key.
-fn table_get(inner: &DbInner, f: &FileMeta, target: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
+/// Looks `target` up in one SST: `Some(entry or None-for-deleted)` when the file decides the key.
+#[allow(clippy::type_complexity)]
+fn table_get(
+    inner: &DbInner,
+    f: &FileMeta,
+    target: &[u8],
+) -> Result<Option<Option<(ValueKind, Vec<u8>)>>> {
     let table = inner.table_cache.get(f.number)?;
     let Some((ikey, value)) = table.get(target)? else {
         return Ok(None);
     };
-    let path = || filename::table(&inner.dir, f.number).display().to_string();
     let parsed = parse_internal_key(&ikey).ok_or_else(|| {
         Error::corruption(
             &filename::table(&inner.dir, f.number),
@@ -63,25 +83,7 @@ fn table_get(inner: &DbInner, f: &FileMeta, target: &[u8]) -> Result<Option<Opti
     })?;
     match parsed.kind {
         ValueKind::Deletion => Ok(Some(None)),
-        kind => value_of(kind, value, path).map(Some),
-    }
-}
-
-fn value_of(
-    kind: ValueKind,
-    value: Vec<u8>,
-    source: impl FnOnce() -> String,
-) -> Result<Option<Vec<u8>>> {
-    match kind {
-        ValueKind::Value => Ok(Some(value)),
-        ValueKind::Deletion => Ok(None),
-        ValueKind::BlobRef => Err(Error::new(
-            ErrorKind::NotSupported,
-            format!(
-                "{} holds a blob reference, but this build does not read blob files",
-                source()
-            ),
-        )),
+        kind => Ok(Some(Some((kind, value)))),
     }
 }
 
@@ -169,12 +171,16 @@ pub(crate) fn iterator(
         }
         Box::new(MergingIterator::new(children))
     };
+    let blob_cache = inner.blob_cache.clone();
+    let blobs = sv.version.blobs.clone();
+    let resolve: BlobResolver =
+        Arc::new(move |user_key, value| blob_cache.read(&blobs, user_key, value));
     DbIterator::new(
         Box::new(make_source),
         seq,
         lo,
         hi,
-        None,
+        Some(resolve),
         Box::new((sv, pin)),
     )
 }
@@ -216,6 +222,10 @@ pub(crate) fn stats(inner: &DbInner) -> Stats {
             .sum::<u64>()
             + s.memtable_bytes;
         s.snapshots = state.snapshots.values().map(|&n| n as u64).sum();
+        s.blob_files = v.blobs.len() as u64;
+        s.blob_live_bytes = v.blobs.values().map(|b| b.live_bytes()).sum();
+        s.blob_garbage_bytes = v.blobs.values().map(|b| b.garbage_bytes).sum();
+        s.live_data_bytes += s.blob_live_bytes;
     }
     if let Some(cache) = &inner.block_cache {
         s.block_cache_hits = cache.hits();
@@ -234,5 +244,10 @@ pub(crate) fn stats(inner: &DbInner) -> Stats {
                 .sum()
         })
         .unwrap_or(0);
+    s.space_amplification = if s.live_data_bytes == 0 {
+        0.0
+    } else {
+        s.on_disk_bytes as f64 / s.live_data_bytes as f64
+    };
     s
 }

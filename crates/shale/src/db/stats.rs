@@ -20,6 +20,8 @@ pub struct Stats {
     pub flush_bytes_written: u64,
     /// Completed flushes.
     pub flushes: u64,
+    /// Bytes of blob files written by flushes (`rocksdb.blobdb.blob.file.bytes.written`).
+    pub blob_bytes_written: u64,
     /// Bytes read by compactions (`rocksdb.compact.read.bytes`).
     pub compaction_bytes_read: u64,
     /// Bytes written by compactions (`rocksdb.compact.write.bytes`).
@@ -85,6 +87,11 @@ pub(crate) struct Counters {
     pub wal_bytes_written: AtomicU64,
     pub wal_syncs: AtomicU64,
     pub flush_bytes_written: AtomicU64,
+    pub blob_bytes_written: AtomicU64,
+    pub gc_bytes_read: AtomicU64,
+    pub gc_bytes_written: AtomicU64,
+    pub gc_runs: AtomicU64,
+    pub gc_micros: AtomicU64,
     pub flushes: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
     pub compaction_bytes_written: AtomicU64,
@@ -104,6 +111,11 @@ impl Counters {
         stats.wal_syncs = get(&self.wal_syncs);
         stats.flush_bytes_written = get(&self.flush_bytes_written);
         stats.flushes = get(&self.flushes);
+        stats.blob_bytes_written = get(&self.blob_bytes_written);
+        stats.gc_bytes_read = get(&self.gc_bytes_read);
+        stats.gc_bytes_written = get(&self.gc_bytes_written);
+        stats.gc_runs = get(&self.gc_runs);
+        stats.gc_micros = get(&self.gc_micros);
         stats.compaction_bytes_read = get(&self.compaction_bytes_read);
         stats.compaction_bytes_written = get(&self.compaction_bytes_written);
         stats.compactions = get(&self.compactions);

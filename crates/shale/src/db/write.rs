@@ -66,7 +66,8 @@ pub(crate) struct WalState {
     pub mem: Arc<dyn Memtable>,
     /// The last sequence number handed out.
     pub last_seq: SeqNo,
-    group: WriteBatch,
+    /// The batch being committed (reused between groups).
+    pub group: WriteBatch,
     slowdown_debt_micros: f64,
 }
 
@@ -206,9 +207,20 @@ fn write_group(inner: &Arc<DbInner>, group: &[Arc<Writer>]) -> Result<()> {
     for w in group {
         wal.group.append(&w.batch);
     }
+    let sync = group.iter().any(|w| w.sync);
+    commit_group(inner, wal, sync)?;
+    inner
+        .counters
+        .writes
+        .fetch_add(group.len() as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Appends `wal.group` to the WAL (fsyncing it when `sync`), inserts it into the memtable under
+/// fresh sequence numbers and makes it visible. Requires the WAL lock (held as `wal`).
+pub(crate) fn commit_group(inner: &DbInner, wal: &mut WalState, sync: bool) -> Result<()> {
     let first_seq = wal.last_seq + 1;
     wal.group.set_seq(first_seq);
-    let sync = group.iter().any(|w| w.sync);
     let payload = wal.group.as_bytes();
     let path = || filename::wal(&inner.dir, wal.number).display().to_string();
     if let Err(e) = wal
@@ -241,7 +253,6 @@ fn write_group(inner: &Arc<DbInner>, group: &[Arc<Writer>]) -> Result<()> {
         .fetch_add(payload.len() as u64, Ordering::Relaxed);
     c.user_bytes_written
         .fetch_add(user_bytes, Ordering::Relaxed);
-    c.writes.fetch_add(group.len() as u64, Ordering::Relaxed);
     Ok(())
 }
 

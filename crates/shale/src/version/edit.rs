@@ -10,6 +10,7 @@
 //! byte, which lets recovery tell a zero-filled torn tail from a damaged record (see
 //! `wal::TailPolicy::CutTornTailOnly`).
 
+use crate::blob::Bitmap;
 use crate::key::{parse_internal_key, SeqNo};
 use crate::varint::{put_length_prefixed, put_varint64, Reader};
 
@@ -23,6 +24,10 @@ const TAG_LAST_SEQ: u64 = 3;
 const TAG_COMPACT_POINTER: u64 = 4;
 const TAG_DELETED_FILE: u64 = 5;
 const TAG_NEW_FILE: u64 = 6;
+const TAG_BLOB_FILE: u64 = 7;
+const TAG_BLOB_DEAD: u64 = 8;
+const TAG_DELETED_BLOB_FILE: u64 = 9;
+// Tags 10 to 15 are reserved for later blob-file fields.
 /// Closes every edit. Do not change: on-disk format (and it must stay non-zero).
 const TAG_END: u64 = 0x7f;
 
@@ -45,6 +50,38 @@ pub(crate) struct FileMeta {
     pub raw_value_bytes: u64,
 }
 
+/// The whole state of one logical blob file: added at flush, replaced by a GC install, and written
+/// for every blob file in a MANIFEST snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BlobFileEdit {
+    /// The logical file: the number `BlobRef`s name. It is the number of the first physical file.
+    pub logical: u64,
+    /// The physical file that holds the logical file's records now.
+    pub physical: u64,
+    /// Records the logical file was written with (ordinals `0..count`).
+    pub count: u32,
+    /// Bytes of the physical file.
+    pub file_size: u64,
+    /// Bytes of the records the physical file holds.
+    pub record_bytes: u64,
+    /// Bytes of those records that no reader can reach any more.
+    pub garbage_bytes: u64,
+    /// The original ordinals the physical file holds, in order; `None` when it holds them all.
+    pub survivors: Option<Bitmap>,
+    /// Ordinals known dead (reported by compactions).
+    pub dead: Bitmap,
+}
+
+/// Blob records that a compaction (or flush) dropped the last reference to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BlobDeadEdit {
+    pub logical: u64,
+    /// Ordinals, sorted ascending, no duplicates.
+    pub ordinals: Vec<u32>,
+    /// Bytes of those records.
+    pub bytes: u64,
+}
+
 /// One change to the version and the persistent counters. `None` counters are unchanged.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct VersionEdit {
@@ -56,6 +93,12 @@ pub(crate) struct VersionEdit {
     pub last_seq: Option<SeqNo>,
     /// Per level, the largest key of the last compaction there.
     pub compact_pointers: Vec<(Level, Vec<u8>)>,
+    /// Blob files added or replaced (applied first).
+    pub blob_files: Vec<BlobFileEdit>,
+    /// Blob records found dead (applied second).
+    pub blob_dead: Vec<BlobDeadEdit>,
+    /// Logical blob files removed (applied last).
+    pub deleted_blob_files: Vec<u64>,
 }
 
 impl VersionEdit {
@@ -98,6 +141,48 @@ impl VersionEdit {
             ] {
                 put_varint64(buf, v);
             }
+        }
+        for b in &self.blob_files {
+            put_varint64(buf, TAG_BLOB_FILE);
+            for v in [
+                b.logical,
+                b.physical,
+                u64::from(b.count),
+                b.file_size,
+                b.record_bytes,
+                b.garbage_bytes,
+            ] {
+                put_varint64(buf, v);
+            }
+            let mut bits = Vec::new();
+            match &b.survivors {
+                Some(s) => {
+                    buf.push(1);
+                    s.encode(&mut bits);
+                    put_length_prefixed(buf, &bits);
+                    bits.clear();
+                }
+                None => buf.push(0),
+            }
+            b.dead.encode(&mut bits);
+            put_length_prefixed(buf, &bits);
+        }
+        for d in &self.blob_dead {
+            put_varint64(buf, TAG_BLOB_DEAD);
+            put_varint64(buf, d.logical);
+            put_varint64(buf, d.bytes);
+            put_varint64(buf, d.ordinals.len() as u64);
+            let mut prev = 0u64;
+            for (i, &o) in d.ordinals.iter().enumerate() {
+                let o = u64::from(o);
+                // Deltas after the first; ordinals are strictly increasing.
+                put_varint64(buf, if i == 0 { o } else { o - prev - 1 });
+                prev = o;
+            }
+        }
+        for logical in &self.deleted_blob_files {
+            put_varint64(buf, TAG_DELETED_BLOB_FILE);
+            put_varint64(buf, *logical);
         }
         put_varint64(buf, TAG_END);
     }
@@ -143,6 +228,21 @@ impl VersionEdit {
                     }
                     edit.new_files.push((level, meta));
                 }
+                TAG_BLOB_FILE => {
+                    let b = decode_blob_file(&mut r).ok_or_else(|| {
+                        format!("blob file field at byte {at} is truncated or malformed")
+                    })?;
+                    edit.blob_files.push(b);
+                }
+                TAG_BLOB_DEAD => {
+                    let d = decode_blob_dead(&mut r).ok_or_else(|| {
+                        format!("dead blob records field at byte {at} is truncated or malformed")
+                    })?;
+                    edit.blob_dead.push(d);
+                }
+                TAG_DELETED_BLOB_FILE => edit
+                    .deleted_blob_files
+                    .push(r.varint64().ok_or_else(truncated)?),
                 other => return Err(format!("unknown field tag {other} at byte {at}")),
             }
         }
@@ -176,6 +276,67 @@ fn decode_file(r: &mut Reader<'_>) -> Option<FileMeta> {
         num_deletions: r.varint64()?,
         raw_key_bytes: r.varint64()?,
         raw_value_bytes: r.varint64()?,
+    })
+}
+
+fn decode_bitmap(r: &mut Reader<'_>) -> Option<Bitmap> {
+    let mut bits = r.length_prefixed()?;
+    let bitmap = Bitmap::decode(&mut bits)?;
+    bits.is_empty().then_some(bitmap)
+}
+
+fn decode_blob_file(r: &mut Reader<'_>) -> Option<BlobFileEdit> {
+    let logical = r.varint64()?;
+    let physical = r.varint64()?;
+    let count = u32::try_from(r.varint64()?).ok()?;
+    let file_size = r.varint64()?;
+    let record_bytes = r.varint64()?;
+    let garbage_bytes = r.varint64()?;
+    let survivors = match r.u8()? {
+        0 => None,
+        1 => Some(decode_bitmap(r)?),
+        _ => return None,
+    };
+    let dead = decode_bitmap(r)?;
+    let len = u64::from(count);
+    if dead.len() != len || survivors.as_ref().is_some_and(|s| s.len() != len) {
+        return None;
+    }
+    Some(BlobFileEdit {
+        logical,
+        physical,
+        count,
+        file_size,
+        record_bytes,
+        garbage_bytes,
+        survivors,
+        dead,
+    })
+}
+
+fn decode_blob_dead(r: &mut Reader<'_>) -> Option<BlobDeadEdit> {
+    let logical = r.varint64()?;
+    let bytes = r.varint64()?;
+    let n = r.varint64()?;
+    // Each ordinal takes at least one byte: a count beyond the remaining bytes is damage.
+    if n > r.remaining().len() as u64 {
+        return None;
+    }
+    let mut ordinals = Vec::with_capacity(n as usize);
+    let mut prev: Option<u64> = None;
+    for _ in 0..n {
+        let v = r.varint64()?;
+        let o = match prev {
+            None => v,
+            Some(p) => p.checked_add(v)?.checked_add(1)?,
+        };
+        ordinals.push(u32::try_from(o).ok()?);
+        prev = Some(o);
+    }
+    Some(BlobDeadEdit {
+        logical,
+        ordinals,
+        bytes,
     })
 }
 
@@ -235,13 +396,73 @@ mod tests {
                     next_file_number: c[1],
                     last_seq: c[2],
                     compact_pointers,
+                    ..Default::default()
                 },
             )
+    }
+
+    fn bitmap(len: u64, seed: u64) -> Bitmap {
+        let mut b = Bitmap::new(len, false);
+        let mut x = seed | 1;
+        for i in 0..len {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if x % 3 == 0 {
+                b.set(i);
+            }
+        }
+        b
+    }
+
+    fn blob_edit() -> impl Strategy<Value = VersionEdit> {
+        (
+            edit(),
+            proptest::collection::vec((any::<[u64; 6]>(), 0u32..300, any::<bool>()), 0..3),
+            proptest::collection::vec(
+                (any::<u64>(), any::<u64>(), proptest::collection::btree_set(any::<u32>(), 0..20)),
+                0..3,
+            ),
+            proptest::collection::vec(any::<u64>(), 0..3),
+        )
+            .prop_map(|(mut e, files, dead, deleted)| {
+                e.blob_files = files
+                    .into_iter()
+                    .map(|(v, count, has_survivors)| BlobFileEdit {
+                        logical: v[0],
+                        physical: v[1],
+                        count,
+                        file_size: v[2],
+                        record_bytes: v[3],
+                        garbage_bytes: v[4],
+                        survivors: has_survivors.then(|| bitmap(u64::from(count), v[5])),
+                        dead: bitmap(u64::from(count), v[5].rotate_left(7)),
+                    })
+                    .collect();
+                e.blob_dead = dead
+                    .into_iter()
+                    .map(|(logical, bytes, ordinals)| BlobDeadEdit {
+                        logical,
+                        bytes,
+                        ordinals: ordinals.into_iter().collect(),
+                    })
+                    .collect();
+                e.deleted_blob_files = deleted;
+                e
+            })
     }
 
     proptest! {
         #[test]
         fn edits_round_trip_and_end_in_a_non_zero_byte(e in edit()) {
+            let mut buf = Vec::new();
+            e.encode(&mut buf);
+            prop_assert_ne!(buf.last().copied(), Some(0));
+            prop_assert_eq!(VersionEdit::decode(&buf).unwrap(), e);
+        }
+
+        #[test]
+        fn edits_with_blob_fields_round_trip(e in blob_edit()) {
             let mut buf = Vec::new();
             e.encode(&mut buf);
             prop_assert_ne!(buf.last().copied(), Some(0));
@@ -276,9 +497,9 @@ mod tests {
 
     #[test]
     fn unknown_tags_and_deep_levels_are_rejected() {
-        assert!(VersionEdit::decode(&[9, 0x7f])
+        assert!(VersionEdit::decode(&[20, 0x7f])
             .unwrap_err()
-            .contains("unknown field tag 9"));
+            .contains("unknown field tag 20"));
         assert!(VersionEdit::decode(&[TAG_DELETED_FILE as u8, 70, 1, 0x7f])
             .unwrap_err()
             .contains("level 70"));

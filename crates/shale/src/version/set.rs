@@ -146,7 +146,11 @@ impl VersionSet {
         let next_file_number = next_file_number.ok_or_else(|| missing("the next file number"))?;
         let last_seq = last_seq.ok_or_else(|| missing("the last sequence number"))?;
         let log_number = log_number.ok_or_else(|| missing("the log number"))?;
-        let max_used = version.file_numbers().max().unwrap_or(0);
+        let max_used = version
+            .file_numbers()
+            .chain(version.blob_file_numbers())
+            .max()
+            .unwrap_or(0);
         let mut set = VersionSet {
             dir: dir.to_path_buf(),
             fs,
@@ -271,12 +275,15 @@ impl VersionSet {
         self.current.clone()
     }
 
-    /// Numbers of every SST that the current version or a version still held by a reader names.
+    /// Numbers of every SST and physical blob file that the current version or a version still
+    /// held by a reader names.
     pub(crate) fn live_files(&mut self) -> HashSet<u64> {
         self.handed_out.retain(|v| v.strong_count() > 0);
         let mut live: HashSet<u64> = self.current.file_numbers().collect();
+        live.extend(self.current.blob_file_numbers());
         for v in self.handed_out.iter().filter_map(Weak::upgrade) {
             live.extend(v.file_numbers());
+            live.extend(v.blob_file_numbers());
         }
         live
     }

@@ -10,6 +10,7 @@
 //! Concurrency: a `Version` is never mutated after construction; readers share it as an
 //! `Arc<Version>` and keep every file it names alive (see `VersionSet::live_files`).
 
+use super::blob_files::{self, BlobFiles};
 use super::edit::{FileMeta, Level, VersionEdit};
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{compare_internal, user_key};
@@ -22,6 +23,8 @@ use std::sync::Arc;
 pub(crate) struct Version {
     // INVARIANT: see the module documentation.
     pub levels: Vec<Vec<Arc<FileMeta>>>,
+    /// Logical blob files (key-value separation); see `blob_files`.
+    pub blobs: Arc<BlobFiles>,
 }
 
 impl Version {
@@ -29,6 +32,7 @@ impl Version {
     pub(crate) fn empty(num_levels: usize) -> Version {
         Version {
             levels: vec![Vec::new(); num_levels],
+            blobs: Arc::new(BlobFiles::new()),
         }
     }
 
@@ -41,9 +45,14 @@ impl Version {
         self.levels[level].iter().map(|f| f.file_size).sum()
     }
 
-    /// Every file number in the version.
+    /// Every SST number in the version.
     pub(crate) fn file_numbers(&self) -> impl Iterator<Item = u64> + '_ {
         self.levels.iter().flatten().map(|f| f.number)
+    }
+
+    /// Every physical blob file number in the version.
+    pub(crate) fn blob_file_numbers(&self) -> impl Iterator<Item = u64> + '_ {
+        self.blobs.values().map(|b| b.physical)
     }
 
     /// Applies `edit` and returns the resulting version.
@@ -97,7 +106,17 @@ impl Version {
         for files in levels.iter_mut().skip(1) {
             files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
         }
-        let version = Version { levels };
+        let blobs = if edit.blob_files.is_empty()
+            && edit.blob_dead.is_empty()
+            && edit.deleted_blob_files.is_empty()
+        {
+            self.blobs.clone()
+        } else {
+            let mut blobs = (*self.blobs).clone();
+            blob_files::apply(&mut blobs, edit).map_err(corrupt)?;
+            Arc::new(blobs)
+        };
+        let version = Version { levels, blobs };
         version.check_invariants().map_err(corrupt)?;
         Ok(version)
     }
@@ -193,6 +212,7 @@ impl Version {
                 edit.new_files.push((level, (**f).clone()));
             }
         }
+        edit.blob_files = self.blobs.values().map(|b| b.to_edit()).collect();
         edit
     }
 }

@@ -1,0 +1,419 @@
+//! Blob garbage collection in the database: scheduling tasks on the GC engine and installing their
+//! results.
+//!
+//! Offload mode (the default, AegonKV's design): the picker (`gc::picker`) chooses logical blob
+//! files by their exact garbage, each becomes a self-contained [`GcTask`] (input file, survivors
+//! and keep bitmaps, output number) run by the [`GcEngine`]; its result is installed with one
+//! MANIFEST edit that points the logical file at the new physical file with `keep` as survivors.
+//! No LSM lookup, no write-back, no memtable traffic: `BlobRef`s never change.
+//!
+//! Titan mode (the ablation baseline): a background worker reads every record of the file, keeps
+//! those that an LSM point lookup still finds, writes them to a new logical file, installs it, and
+//! writes the new references back through the WAL and memtable, each only if the key still holds
+//! the old reference at that moment (checked under the WAL lock, so no user write can slip in
+//! between). The old file's references then die as compactions drop them.
+//!
+//! Crash safety: an output is synced (by the engine) and its directory entry synced (here) before
+//! the MANIFEST edit names it; until then it is a pending output, and after a crash an orphan that
+//! the next open removes. The old physical file is deleted only when no version names it, so
+//! iterators and reads that started before the install keep reading it.
+//!
+//! A failed task (for example a corrupt input record) is logged, its output removed, and its
+//! logical file left alone until the database is reopened; it never poisons the database. A failed
+//! MANIFEST write does, as everywhere.
+
+use super::{read, write, DbInner, State};
+use crate::blob::{BlobRef, BlobWriter, GcCompletion, GcTask};
+use crate::compaction::job::{decode_blob_ref, DroppedBlob};
+use crate::compaction::separation::record_size;
+use crate::error::{Error, ErrorKind, Result};
+use crate::filename;
+use crate::gc::picker::{self, GcPolicy};
+use crate::key::{ValueKind, MAX_SEQNO};
+use crate::options::GcMode;
+use crate::version::edit::{BlobFileEdit, VersionEdit};
+use crate::version::version::Version;
+use crate::blob::Bitmap;
+use parking_lot::MutexGuard;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// GC bookkeeping, under the state lock.
+#[derive(Default)]
+pub(crate) struct GcState {
+    in_flight: HashMap<u64, InFlight>,
+    /// Logical files being collected.
+    busy: HashSet<u64>,
+    /// Logical files whose collection failed; left alone until reopen.
+    failed: HashSet<u64>,
+    next_task: u64,
+    /// A worker is scheduling or running GC synchronously.
+    scheduling: bool,
+}
+
+struct InFlight {
+    logical: u64,
+    input_physical: u64,
+    output_number: u64,
+    keep: Bitmap,
+    garbage_at_submit: u64,
+}
+
+/// Space amplification of a version: bytes of its files over the live bytes they hold.
+pub(crate) fn space_amplification(version: &Version) -> f64 {
+    let mut on_disk = 0u64;
+    let mut live = 0u64;
+    for f in version.levels.iter().flatten() {
+        on_disk += f.file_size;
+        live += f.raw_key_bytes + f.raw_value_bytes;
+    }
+    for b in version.blobs.values() {
+        on_disk += b.file_size;
+        live += b.live_bytes();
+    }
+    if live == 0 {
+        return if on_disk == 0 { 0.0 } else { f64::INFINITY };
+    }
+    on_disk as f64 / live as f64
+}
+
+/// Installs finished GC tasks and starts new ones. Called by a background worker holding the state
+/// lock. Returns true when it did something (the caller then re-checks for other work).
+///
+/// # Errors
+/// A failed MANIFEST write (the caller poisons the database).
+pub(crate) fn run(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<bool> {
+    if state.gc.scheduling {
+        return Ok(false);
+    }
+    state.gc.scheduling = true;
+    let result = run_locked(inner, state);
+    state.gc.scheduling = false;
+    result
+}
+
+fn run_locked(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<bool> {
+    let mut did = false;
+    for c in inner.gc_engine.completions() {
+        install(inner, state, c)?;
+        did = true;
+    }
+    if inner.closed.load(Ordering::Acquire) {
+        return Ok(did);
+    }
+    let version = state.versions.current();
+    if version.blobs.is_empty() {
+        return Ok(did);
+    }
+    let mut excluded: HashSet<u64> = state.gc.busy.clone();
+    excluded.extend(state.gc.failed.iter().copied());
+    let policy = GcPolicy {
+        threshold: inner.options.gc_threshold,
+        space_amp_target: inner.options.gc_space_amp_target,
+        max_tasks: match inner.options.gc_mode {
+            GcMode::Offload => inner.gc_engine.caps().max_in_flight.max(1),
+            GcMode::Titan => 1,
+        },
+    };
+    let pick = picker::pick(
+        &version.blobs,
+        &excluded,
+        space_amplification(&version),
+        &policy,
+    );
+    // `excluded` counted failed files against the task limit; only running ones should.
+    let room = policy
+        .max_tasks
+        .saturating_mul(if pick.escalated { 2 } else { 1 })
+        .saturating_sub(state.gc.busy.len());
+    for logical in pick.files.into_iter().take(room) {
+        let Some(meta) = version.blobs.get(&logical).cloned() else {
+            continue;
+        };
+        did = true;
+        if inner.options.gc_mode == GcMode::Titan {
+            titan_collect(inner, state, logical, meta.physical)?;
+            continue;
+        }
+        let output_number = state.versions.new_file_number();
+        state.pending_outputs.insert(output_number);
+        let keep = meta.keep_set();
+        let id = state.gc.next_task;
+        state.gc.next_task += 1;
+        let task = GcTask {
+            id,
+            fs: inner.fs.clone(),
+            input_path: filename::blob(&inner.dir, meta.physical),
+            logical,
+            old_survivors: meta.survivors.as_deref().cloned(),
+            keep: keep.clone(),
+            output_path: filename::blob(&inner.dir, output_number),
+            output_number,
+        };
+        state.gc.in_flight.insert(
+            id,
+            InFlight {
+                logical,
+                input_physical: meta.physical,
+                output_number,
+                keep,
+                garbage_at_submit: meta.garbage_bytes,
+            },
+        );
+        state.gc.busy.insert(logical);
+        let submitted = MutexGuard::unlocked(state, || inner.gc_engine.submit(task));
+        if let Err(e) = submitted {
+            state.gc.in_flight.remove(&id);
+            state.gc.busy.remove(&logical);
+            state.pending_outputs.remove(&output_number);
+            if e.kind() != ErrorKind::Busy && e.kind() != ErrorKind::Closed {
+                tracing::warn!(blob_file = logical, error = %e, "submitting a GC task failed");
+                state.gc.failed.insert(logical);
+            }
+            break;
+        }
+    }
+    Ok(did)
+}
+
+/// Installs one finished task: the logical file now lives in the task's output.
+fn install(inner: &DbInner, state: &mut MutexGuard<'_, State>, c: GcCompletion) -> Result<()> {
+    let Some(f) = state.gc.in_flight.remove(&c.task_id) else {
+        return Ok(());
+    };
+    state.gc.busy.remove(&f.logical);
+    let discard = |state: &mut MutexGuard<'_, State>| {
+        state.pending_outputs.remove(&f.output_number);
+        let path = filename::blob(&inner.dir, f.output_number);
+        MutexGuard::unlocked(state, || {
+            let _ = inner.fs.remove_file(&path);
+        });
+    };
+    let out = match c.result {
+        Ok(out) => out,
+        Err(e) => {
+            tracing::warn!(blob_file = f.logical, error = %e, "a GC task failed; the blob file stays as it is");
+            state.gc.failed.insert(f.logical);
+            discard(state);
+            return Ok(());
+        }
+    };
+    let version = state.versions.current();
+    let current = version
+        .blobs
+        .get(&f.logical)
+        .filter(|m| m.physical == f.input_physical)
+        .cloned();
+    let Some(meta) = current else {
+        // Every record died while the task ran: the logical file is gone already.
+        discard(state);
+        return Ok(());
+    };
+    if u64::from(out.info.count) != f.keep.count_ones() {
+        tracing::warn!(
+            blob_file = f.logical,
+            copied = out.info.count,
+            expected = f.keep.count_ones(),
+            "a GC task copied the wrong number of records; its output is discarded"
+        );
+        state.gc.failed.insert(f.logical);
+        discard(state);
+        return Ok(());
+    }
+    if let Err(e) = MutexGuard::unlocked(state, || sync_dir(inner)) {
+        tracing::warn!(error = %e, "syncing the directory after GC failed; the GC output is discarded");
+        discard(state);
+        return Ok(());
+    }
+    let mut edit = VersionEdit::default();
+    edit.blob_files.push(BlobFileEdit {
+        physical: out.output_number,
+        file_size: out.info.file_size,
+        record_bytes: meta.record_bytes.saturating_sub(f.garbage_at_submit),
+        garbage_bytes: meta.garbage_bytes.saturating_sub(f.garbage_at_submit),
+        survivors: Some(f.keep),
+        ..meta.to_edit()
+    });
+    state.versions.log_and_apply(edit)?;
+    state.pending_outputs.remove(&f.output_number);
+    inner.install_super_version(state);
+    let c = &inner.counters;
+    c.gc_runs.fetch_add(1, Ordering::Relaxed);
+    c.gc_bytes_read.fetch_add(out.bytes_read, Ordering::Relaxed);
+    c.gc_bytes_written
+        .fetch_add(out.bytes_written, Ordering::Relaxed);
+    c.gc_micros.fetch_add(out.micros, Ordering::Relaxed);
+    super::background::delete_obsolete_files(inner, state);
+    Ok(())
+}
+
+fn sync_dir(inner: &DbInner) -> Result<()> {
+    inner
+        .fs
+        .sync_dir(&inner.dir)
+        .map_err(|e| Error::io(e, format!("sync directory {}", inner.dir.display())))
+}
+
+/// A record that Titan-mode GC found alive and copied.
+struct Moved {
+    key: Vec<u8>,
+    old_ref: Vec<u8>,
+    new_ref: BlobRef,
+    bytes: u64,
+}
+
+/// Titan-mode GC of one logical file (see the module documentation).
+fn titan_collect(
+    inner: &DbInner,
+    state: &mut MutexGuard<'_, State>,
+    logical: u64,
+    physical: u64,
+) -> Result<()> {
+    state.gc.busy.insert(logical);
+    let new_logical = state.versions.new_file_number();
+    state.pending_outputs.insert(new_logical);
+    let started = Instant::now();
+    let copied = MutexGuard::unlocked(state, || titan_copy(inner, logical, physical, new_logical));
+    state.gc.busy.remove(&logical);
+    let (moved, info, bytes_read) = match copied {
+        Ok(Some(done)) => done,
+        Ok(None) => {
+            state.pending_outputs.remove(&new_logical);
+            return Ok(());
+        }
+        Err(e) => {
+            tracing::warn!(blob_file = logical, error = %e, "Titan GC failed; the blob file stays as it is");
+            state.gc.failed.insert(logical);
+            state.pending_outputs.remove(&new_logical);
+            let _ = inner.fs.remove_file(&filename::blob(&inner.dir, new_logical));
+            return Ok(());
+        }
+    };
+    let count = info.count;
+    let mut edit = VersionEdit::default();
+    edit.blob_files.push(BlobFileEdit {
+        logical: new_logical,
+        physical: new_logical,
+        count,
+        file_size: info.file_size,
+        record_bytes: moved.iter().map(|m| m.bytes).sum(),
+        garbage_bytes: 0,
+        survivors: None,
+        dead: Bitmap::new(u64::from(count), false),
+    });
+    state.versions.log_and_apply(edit)?;
+    state.pending_outputs.remove(&new_logical);
+    inner.install_super_version(state);
+
+    // Write the new locations back, each only if the key still holds the old reference.
+    let stale = MutexGuard::unlocked(state, || titan_write_back(inner, &moved))?;
+    if !stale.is_empty() {
+        let mut edit = VersionEdit::default();
+        let version = state.versions.current();
+        super::background::add_dead_blobs(&mut edit, &version, &stale);
+        state.versions.log_and_apply(edit)?;
+        inner.install_super_version(state);
+    }
+    let c = &inner.counters;
+    c.gc_runs.fetch_add(1, Ordering::Relaxed);
+    c.gc_bytes_read.fetch_add(bytes_read, Ordering::Relaxed);
+    c.gc_bytes_written
+        .fetch_add(info.file_size, Ordering::Relaxed);
+    c.gc_micros
+        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    super::background::delete_obsolete_files(inner, state);
+    Ok(())
+}
+
+type TitanCopy = (Vec<Moved>, crate::blob::BlobFileInfo, u64);
+
+/// Reads every record of `physical`, looks each key up, and copies the ones still referenced into
+/// the new file `new_logical`. `None` when nothing is alive (no file is left behind).
+fn titan_copy(
+    inner: &DbInner,
+    logical: u64,
+    physical: u64,
+    new_logical: u64,
+) -> Result<Option<TitanCopy>> {
+    let reader = inner.blob_cache.get(physical)?;
+    let sv = inner.current_super_version();
+    let path = filename::blob(&inner.dir, new_logical);
+    let mut writer: Option<BlobWriter> = None;
+    let mut moved = Vec::new();
+    let mut bytes_read = 0u64;
+    for index in 0..reader.count() {
+        if inner.closed.load(Ordering::Acquire) {
+            return Err(Error::new(ErrorKind::Closed, "GC cancelled: the database is closing"));
+        }
+        let record = reader.get(index)?;
+        bytes_read += record_size(record.key.len(), record.value.len() as u64);
+        let Some((ValueKind::BlobRef, current)) =
+            read::get_entry(inner, &sv, &record.key, MAX_SEQNO)?
+        else {
+            continue;
+        };
+        let r = decode_blob_ref(&record.key, &current)?;
+        if r.file != logical || r.ordinal != index {
+            continue;
+        }
+        let w = match &mut writer {
+            Some(w) => w,
+            None => {
+                let file = inner
+                    .fs
+                    .create(&path)
+                    .map_err(|e| Error::io(e, format!("create {}", path.display())))?;
+                writer.insert(BlobWriter::new(file, path.clone(), new_logical)?)
+            }
+        };
+        let pos = w.add(&record.key, &record.value)?;
+        moved.push(Moved {
+            key: record.key.to_vec(),
+            old_ref: current,
+            new_ref: BlobRef {
+                file: new_logical,
+                ordinal: pos.index,
+                value_len: r.value_len,
+                offset: pos.offset,
+            },
+            bytes: record_size(record.key.len(), u64::from(r.value_len)),
+        });
+    }
+    let Some(writer) = writer else {
+        return Ok(None);
+    };
+    let info = writer.finish()?;
+    sync_dir(inner)?;
+    Ok(Some((moved, info, bytes_read)))
+}
+
+/// Writes the new references of `moved` through the WAL and memtable, skipping keys changed since
+/// they were looked up. Returns the new records no reference points to (garbage from birth).
+fn titan_write_back(inner: &DbInner, moved: &[Moved]) -> Result<Vec<DroppedBlob>> {
+    let mut stale = Vec::new();
+    let mut wal = inner.wal.lock();
+    // Under the WAL lock no write can land, and every write made so far is in a memtable of the
+    // current super version: the check and the write are atomic together.
+    let sv = inner.current_super_version();
+    wal.group.clear();
+    let mut encoded = Vec::new();
+    for m in moved {
+        let current = read::get_entry(inner, &sv, &m.key, MAX_SEQNO)?;
+        if current.as_ref().is_some_and(|(kind, v)| *kind == ValueKind::BlobRef && *v == m.old_ref) {
+            encoded.clear();
+            m.new_ref.encode(&mut encoded);
+            wal.group.push(ValueKind::BlobRef, &m.key, &encoded);
+        } else {
+            stale.push(DroppedBlob {
+                logical: m.new_ref.file,
+                ordinal: m.new_ref.ordinal,
+                bytes: m.bytes,
+            });
+        }
+    }
+    if !wal.group.is_empty() {
+        write::commit_group(inner, &mut wal, false)?;
+    }
+    Ok(stale)
+}
