@@ -47,3 +47,10 @@ pub fn sst_footer(data: &[u8]) {
 pub fn sst_table(data: &[u8]) {
     crate::sst::fuzz_table(data);
 }
+
+/// Opens `data` as a blob file and reads every record (value, offset-checked and raw), checking
+/// that the read paths agree; decodes the same bytes as a `BlobRef` and a bitmap. Returns the
+/// records read successfully.
+pub fn blob_file(data: &[u8]) -> usize {
+    crate::blob::fuzz_file(data)
+}

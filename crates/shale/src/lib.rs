@@ -13,10 +13,10 @@ mod compaction;
 mod db;
 mod error;
 mod filename;
-mod gc;
 pub mod fs;
 #[doc(hidden)]
 pub mod fuzz_api;
+mod gc;
 pub mod iter;
 mod key;
 pub mod memtable;

@@ -390,8 +390,10 @@ impl Options {
         if self.min_blob_size == 0 {
             return bad("min_blob_size must be at least 1 (NO_BLOB_FILES turns separation off)");
         }
-        if self.blob_file_size < 1024 || self.blob_file_size > u64::from(u32::MAX) {
-            return bad("blob_file_size must be between 1 KiB and 4 GiB");
+        // A blob file may overshoot its target by one value (at most 1 GiB); its format caps it at
+        // 4 GiB.
+        if self.blob_file_size < 1024 || self.blob_file_size > (1 << 30) {
+            return bad("blob_file_size must be between 1 KiB and 1 GiB");
         }
         if !(self.gc_threshold > 0.0 && self.gc_threshold <= 1.0) {
             return bad("gc_threshold must be in (0, 1]");

@@ -6,7 +6,10 @@
 
 use proptest::prelude::*;
 use shale::fs::MemFs;
-use shale::{Compression, Db, Durability, MemtableKind, Options, WriteBatch, WriteOptions};
+use shale::{
+    Compression, Db, Durability, GcEngineKind, GcMode, MemtableKind, Options, WriteBatch,
+    WriteOptions, NO_BLOB_FILES,
+};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
@@ -41,6 +44,7 @@ enum Op {
         hi: Option<Vec<u8>>,
     },
     Reopen,
+    CollectGarbage,
 }
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -73,6 +77,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Flush),
         1 => (proptest::option::of(key()), proptest::option::of(key())).prop_map(|(lo, hi)| Op::Compact { lo, hi }),
         1 => Just(Op::Reopen),
+        2 => Just(Op::CollectGarbage),
     ]
 }
 
@@ -89,7 +94,15 @@ fn option_sets(fs: &MemFs) -> Vec<(&'static str, Options)> {
         level0_stop_trigger: 10,
         block_size: 256,
         num_levels: 4,
+        min_blob_size: NO_BLOB_FILES,
         ..Options::default()
+    };
+    let blobs = Options {
+        min_blob_size: 16,
+        blob_file_size: 1024,
+        gc_threshold: 0.3,
+        gc_engine: GcEngineKind::Inline,
+        ..base.clone()
     };
     vec![
         (
@@ -141,6 +154,38 @@ fn option_sets(fs: &MemFs) -> Vec<(&'static str, Options)> {
                 memtable: MemtableKind::FloDb,
                 membuffer_size: 4096,
                 drain_threads: 0,
+                ..Options::default()
+            },
+        ),
+        (
+            "tiny, blob files with inline GC",
+            Options {
+                compression: Compression::None,
+                ..blobs.clone()
+            },
+        ),
+        (
+            "tiny, blob files with a background GC worker and a snapshot-heavy threshold",
+            Options {
+                gc_engine: GcEngineKind::Background,
+                gc_threshold: 0.1,
+                gc_space_amp_target: 1.0,
+                background_threads: 1,
+                ..blobs.clone()
+            },
+        ),
+        (
+            "tiny, blob files with Titan-mode GC",
+            Options {
+                gc_mode: GcMode::Titan,
+                ..blobs.clone()
+            },
+        ),
+        (
+            "small buffers, default blob settings",
+            Options {
+                fs: Arc::new(fs.clone()),
+                write_buffer_size: 64 << 10,
                 ..Options::default()
             },
         ),
@@ -262,6 +307,7 @@ fn run(ops: &[Op], options: &Options) {
             Op::ReadSnapshot { .. } | Op::ScanSnapshot { .. } | Op::ReleaseSnapshot(_) => {}
             Op::Flush => d.flush().unwrap(),
             Op::Compact { lo, hi } => d.compact_range(bounds(lo, hi)).unwrap(),
+            Op::CollectGarbage => d.collect_garbage().unwrap(),
             Op::Reopen => {
                 snapshots.clear();
                 db.take().expect("open").close().unwrap();

@@ -8,7 +8,7 @@
 //! Also here: the size of a blob record as garbage accounting counts it, so that compaction can
 //! turn a dropped reference into exact garbage bytes without reading the blob file.
 
-use crate::blob::{BlobRef, BlobWriter, Bitmap};
+use crate::blob::{Bitmap, BlobRef, BlobWriter};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::Fs;
@@ -20,7 +20,10 @@ use std::sync::Arc;
 /// Bytes of the record of a `key_len`-byte key and a `value_len`-byte value in a blob file:
 /// checksum, two varint lengths, key, value (docs/format/blob.md).
 pub(crate) fn record_size(key_len: usize, value_len: u64) -> u64 {
-    4 + varint_len(key_len as u64) as u64 + varint_len(value_len) as u64 + key_len as u64 + value_len
+    4 + varint_len(key_len as u64) as u64
+        + varint_len(value_len) as u64
+        + key_len as u64
+        + value_len
 }
 
 /// Writes the blob files of one flush.
@@ -100,8 +103,7 @@ impl<'a> BlobSink<'a> {
         if let Some((number, writer)) = self.current.take() {
             let info = writer.finish()?;
             self.bytes_written += info.file_size;
-            let count = u32::try_from(info.count)
-                .map_err(|_| Error::invalid_argument("too many records in one blob file"))?;
+            let count = info.count;
             self.finished.push(BlobFileEdit {
                 logical: number,
                 physical: number,

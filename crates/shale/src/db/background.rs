@@ -11,9 +11,9 @@
 
 use super::{DbInner, State};
 use crate::compaction::job::{self, DroppedBlob, OutputSpec};
-use crate::compaction::separation::BlobSink;
 use crate::compaction::picker::{self, CompactionTask, PickerState};
 use crate::compaction::retention::Retention;
+use crate::compaction::separation::BlobSink;
 use crate::error::{Error, ErrorKind, Result};
 use crate::filename::{self, FileKind};
 use crate::iter::{InternalIterator, LevelFile, LevelIterator, MergingIterator};

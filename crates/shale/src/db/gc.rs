@@ -23,6 +23,7 @@
 //! MANIFEST write does, as everywhere.
 
 use super::{read, write, DbInner, State};
+use crate::blob::Bitmap;
 use crate::blob::{BlobRef, BlobWriter, GcCompletion, GcTask};
 use crate::compaction::job::{decode_blob_ref, DroppedBlob};
 use crate::compaction::separation::record_size;
@@ -33,7 +34,6 @@ use crate::key::{ValueKind, MAX_SEQNO};
 use crate::options::GcMode;
 use crate::version::edit::{BlobFileEdit, VersionEdit};
 use crate::version::version::Version;
-use crate::blob::Bitmap;
 use parking_lot::MutexGuard;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -47,6 +47,9 @@ pub(crate) struct GcState {
     busy: HashSet<u64>,
     /// Logical files whose collection failed; left alone until reopen.
     failed: HashSet<u64>,
+    /// Titan mode: logical files already rewritten, waiting for compactions to drop their old
+    /// references; never collected again.
+    retired: HashSet<u64>,
     next_task: u64,
     /// A worker is scheduling or running GC synchronously.
     scheduling: bool,
@@ -78,6 +81,11 @@ pub(crate) fn space_amplification(version: &Version) -> f64 {
     on_disk as f64 / live as f64
 }
 
+/// True while a GC task is in flight or a worker is scheduling one.
+pub(crate) fn active(state: &State) -> bool {
+    state.gc.scheduling || !state.gc.in_flight.is_empty()
+}
+
 /// Installs finished GC tasks and starts new ones. Called by a background worker holding the state
 /// lock. Returns true when it did something (the caller then re-checks for other work).
 ///
@@ -106,8 +114,11 @@ fn run_locked(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<bool
     if version.blobs.is_empty() {
         return Ok(did);
     }
-    let mut excluded: HashSet<u64> = state.gc.busy.clone();
-    excluded.extend(state.gc.failed.iter().copied());
+    let gc = &mut state.gc;
+    gc.retired.retain(|l| version.blobs.contains_key(l));
+    let mut excluded: HashSet<u64> = gc.busy.clone();
+    excluded.extend(gc.failed.iter().copied());
+    excluded.extend(gc.retired.iter().copied());
     let policy = GcPolicy {
         threshold: inner.options.gc_threshold,
         space_amp_target: inner.options.gc_space_amp_target,
@@ -271,6 +282,7 @@ fn titan_collect(
     physical: u64,
 ) -> Result<()> {
     state.gc.busy.insert(logical);
+    state.gc.retired.insert(logical);
     let new_logical = state.versions.new_file_number();
     state.pending_outputs.insert(new_logical);
     let started = Instant::now();
@@ -286,7 +298,9 @@ fn titan_collect(
             tracing::warn!(blob_file = logical, error = %e, "Titan GC failed; the blob file stays as it is");
             state.gc.failed.insert(logical);
             state.pending_outputs.remove(&new_logical);
-            let _ = inner.fs.remove_file(&filename::blob(&inner.dir, new_logical));
+            let _ = inner
+                .fs
+                .remove_file(&filename::blob(&inner.dir, new_logical));
             return Ok(());
         }
     };
@@ -344,7 +358,10 @@ fn titan_copy(
     let mut bytes_read = 0u64;
     for index in 0..reader.count() {
         if inner.closed.load(Ordering::Acquire) {
-            return Err(Error::new(ErrorKind::Closed, "GC cancelled: the database is closing"));
+            return Err(Error::new(
+                ErrorKind::Closed,
+                "GC cancelled: the database is closing",
+            ));
         }
         let record = reader.get(index)?;
         bytes_read += record_size(record.key.len(), record.value.len() as u64);
@@ -400,7 +417,10 @@ fn titan_write_back(inner: &DbInner, moved: &[Moved]) -> Result<Vec<DroppedBlob>
     let mut encoded = Vec::new();
     for m in moved {
         let current = read::get_entry(inner, &sv, &m.key, MAX_SEQNO)?;
-        if current.as_ref().is_some_and(|(kind, v)| *kind == ValueKind::BlobRef && *v == m.old_ref) {
+        if current
+            .as_ref()
+            .is_some_and(|(kind, v)| *kind == ValueKind::BlobRef && *v == m.old_ref)
+        {
             encoded.clear();
             m.new_ref.encode(&mut encoded);
             wal.group.push(ValueKind::BlobRef, &m.key, &encoded);

@@ -239,6 +239,39 @@ impl Db {
         background::compact_range(&self.inner, bound_key(&lo), bound_key(&hi))
     }
 
+    /// Collects blob garbage now: every blob file the GC policy picks ([`Options::gc_threshold`],
+    /// [`Options::gc_space_amp_target`]) is collected, and the call returns when no file qualifies
+    /// and no GC task is running. Background workers do the same on their own; this is for tools
+    /// and tests.
+    ///
+    /// # Errors
+    /// The error of a failed MANIFEST write (the database is then poisoned), `Poisoned`, `Closed`.
+    ///
+    /// [`Options::gc_threshold`]: crate::Options::gc_threshold
+    /// [`Options::gc_space_amp_target`]: crate::Options::gc_space_amp_target
+    pub fn collect_garbage(&self) -> Result<()> {
+        let inner = &self.inner;
+        let mut state = inner.state.lock();
+        loop {
+            inner.check_open()?;
+            if let Some(e) = inner.poison_error() {
+                return Err(e);
+            }
+            let did = match gc::run(inner, &mut state) {
+                Ok(did) => did,
+                Err(e) => return Err(inner.set_poison(e)),
+            };
+            if !did && !gc::active(&state) {
+                return Ok(());
+            }
+            if !did {
+                inner
+                    .bg_cv
+                    .wait_for(&mut state, std::time::Duration::from_millis(5));
+            }
+        }
+    }
+
     /// Statistics as of now.
     pub fn stats(&self) -> Stats {
         read::stats(&self.inner)

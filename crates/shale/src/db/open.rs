@@ -14,14 +14,14 @@
 use super::write::WalState;
 use super::{background, DbInner, State, SuperVersion};
 use crate::batch::WriteBatch;
+use crate::blob_file_cache::BlobFileCache;
 use crate::cache::BlockCache;
 use crate::error::{Error, ErrorKind, IoContext, Result};
 use crate::filename::{self, FileKind};
 use crate::key::SeqNo;
 use crate::memtable::{self, Memtable};
-use crate::options::Options;
-use crate::blob_file_cache::BlobFileCache;
 use crate::options::GcEngineKind;
+use crate::options::Options;
 use crate::table_cache::TableCache;
 use crate::version::edit::VersionEdit;
 use crate::version::set::VersionSet;
@@ -89,9 +89,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
             | FileKind::Table(n)
             | FileKind::Blob(n)
             | FileKind::Manifest(n)
-            | FileKind::Temp(n) => {
-                versions.mark_file_number_used(n)
-            }
+            | FileKind::Temp(n) => versions.mark_file_number_used(n),
             _ => {}
         }
     }
@@ -302,8 +300,10 @@ fn flush_recovered(
     let mut blob_numbers = Vec::new();
     let flushed = background::write_level0(inner, full, number, Vec::new(), &mut blob_numbers)?;
     let c = &inner.counters;
-    c.flush_bytes_written
-        .fetch_add(flushed.bytes_written(), std::sync::atomic::Ordering::Relaxed);
+    c.flush_bytes_written.fetch_add(
+        flushed.bytes_written(),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     c.blob_bytes_written
         .fetch_add(flushed.blob_bytes, std::sync::atomic::Ordering::Relaxed);
     c.flushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -8,7 +8,9 @@ use super::{DbInner, Stats, SuperVersion};
 use crate::compaction::picker;
 use crate::error::{Error, Result};
 use crate::filename;
-use crate::iter::{BlobResolver, DbIterator, InternalIterator, LevelFile, LevelIterator, MergingIterator};
+use crate::iter::{
+    BlobResolver, DbIterator, InternalIterator, LevelFile, LevelIterator, MergingIterator,
+};
 use crate::key::{parse_internal_key, seek_key, user_key, SeqNo, ValueKind};
 use crate::memtable::MemtableGet;
 use crate::version::edit::FileMeta;

@@ -420,7 +420,11 @@ mod tests {
             edit(),
             proptest::collection::vec((any::<[u64; 6]>(), 0u32..300, any::<bool>()), 0..3),
             proptest::collection::vec(
-                (any::<u64>(), any::<u64>(), proptest::collection::btree_set(any::<u32>(), 0..20)),
+                (
+                    any::<u64>(),
+                    any::<u64>(),
+                    proptest::collection::btree_set(any::<u32>(), 0..20),
+                ),
                 0..3,
             ),
             proptest::collection::vec(any::<u64>(), 0..3),
