@@ -33,6 +33,15 @@ fn set_usize(props: &Properties, key: &str, field: &mut usize) -> Result<()> {
     Ok(())
 }
 
+fn set_f64(props: &Properties, key: &str, field: &mut f64) -> Result<()> {
+    if let Some(v) = props.get(key) {
+        *field = v
+            .parse()
+            .map_err(|_| Error::property(format!("bad value for property {key}: {v:?}")))?;
+    }
+    Ok(())
+}
+
 fn set_u64(props: &Properties, key: &str, field: &mut u64) -> Result<()> {
     if props.contains(key) {
         *field = props.get_u64(key, 0)?;
@@ -108,6 +117,33 @@ pub(crate) fn options_from(props: &Properties) -> Result<Options> {
         })?;
     }
     set_usize(props, "shale.drain_threads", &mut o.drain_threads)?;
+    if props.get("shale.min_blob_size") == Some("off") {
+        o.min_blob_size = shale::NO_BLOB_FILES;
+    } else {
+        set_usize(props, "shale.min_blob_size", &mut o.min_blob_size)?;
+    }
+    set_u64(props, "shale.blob_file_size", &mut o.blob_file_size)?;
+    set_f64(props, "shale.gc_threshold", &mut o.gc_threshold)?;
+    set_f64(
+        props,
+        "shale.gc_space_amp_target",
+        &mut o.gc_space_amp_target,
+    )?;
+    if props.contains("shale.gc_mode") {
+        o.gc_mode = match props.get_choice("shale.gc_mode", "offload", &["offload", "titan"])? {
+            "titan" => shale::GcMode::Titan,
+            _ => shale::GcMode::Offload,
+        };
+    }
+    if props.contains("shale.gc_engine") {
+        o.gc_engine =
+            match props.get_choice("shale.gc_engine", "background", &["background", "inline"])? {
+                "inline" => shale::GcEngineKind::Inline,
+                _ => shale::GcEngineKind::Background,
+            };
+    }
+    set_usize(props, "shale.gc_threads", &mut o.gc_threads)?;
+    set_u64(props, "shale.gc_bytes_per_sec", &mut o.gc_bytes_per_sec)?;
     o.validate()
         .map_err(|e| Error::property(format!("shale.* properties: {e}")))?;
     Ok(o)
@@ -197,6 +233,21 @@ impl Backend for ShaleBackend {
         s.set("shale.stop.micros", st.stop_micros);
         s.set("shale.live.data.bytes", st.live_data_bytes);
         s.set("shale.on.disk.bytes", st.on_disk_bytes);
+        s.set(
+            "rocksdb.blobdb.blob.file.bytes.written",
+            st.blob_bytes_written,
+        );
+        s.set("shale.blob.files", st.blob_files);
+        s.set("shale.blob.live.bytes", st.blob_live_bytes);
+        s.set("shale.blob.garbage.bytes", st.blob_garbage_bytes);
+        s.set(
+            "shale.space.amplification.milli",
+            (st.space_amplification * 1000.0).round() as u64,
+        );
+        s.set("shale.gc.bytes.read", st.gc_bytes_read);
+        s.set("shale.gc.bytes.written", st.gc_bytes_written);
+        s.set("shale.gc.runs", st.gc_runs);
+        s.set("shale.gc.micros", st.gc_micros);
         for (level, files) in st.files_per_level.iter().enumerate() {
             s.set(format!("shale.files.l{level}"), *files as u64);
         }

@@ -80,4 +80,32 @@ pub(super) static PROPS: &[PropSpec] = &[
         "",
         "FloDB drain threads per memtable",
     ),
+    PropSpec::new(
+        "shale.min_blob_size",
+        "",
+        "values this long or longer go to blob files; 'off' keeps every value inline",
+    ),
+    PropSpec::new("shale.blob_file_size", "", "blob file target size"),
+    PropSpec::new(
+        "shale.gc_threshold",
+        "",
+        "garbage ratio at which a blob file is collected",
+    ),
+    PropSpec::new(
+        "shale.gc_space_amp_target",
+        "",
+        "space amplification above which GC escalates",
+    ),
+    PropSpec::new(
+        "shale.gc_mode",
+        "",
+        "offload (validity bitmap, stable handles) or titan (lookups and write-back)",
+    ),
+    PropSpec::new("shale.gc_engine", "", "background or inline"),
+    PropSpec::new("shale.gc_threads", "", "background GC worker threads"),
+    PropSpec::new(
+        "shale.gc_bytes_per_sec",
+        "",
+        "GC I/O budget in bytes per second; 0 is unlimited",
+    ),
 ];
