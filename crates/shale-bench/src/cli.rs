@@ -75,6 +75,7 @@ Usage:
   shale-bench compare -db [LABEL=]NAME[:propsfile[+propsfile]],... [-rounds N] [-out DIR] [-cpucheck SECS]
                       [-load] [-run] -P workloadfile [-p name=value]... [-threads N]
   shale-bench dbbench [--num N] [--rounds N] [--db-bench-arg ARG]... [--out FILE.md] ...  (see dbbench --help)
+  shale-bench redis-compare [--rounds N] [--requests N] [--pipelines 1,16] ...  (see redis-compare --help)
   shale-bench memtable [-n THREADS] [-i KEYS] [-u UPDATE%] [-d SECS] [-k KEYSIZES] ...  (see memtable -help)
   shale-bench gen-trace [-o FILE] [-ops N] [-keys N] [-zipf THETA] [-value DIST] [-mix OP=W,...]
                         [-keysize N] [-clients N] [-rate OPS] [-ttl SECS] [-seed N]

@@ -16,7 +16,7 @@
 use crate::app::RunReport;
 use crate::backend::{
     backend_info, dbname_property, COMPACT_READ_STAT, COMPACT_WRITE_STAT, DISK_USAGE_STAT,
-    STALL_MICROS_STAT,
+    GC_WRITE_STAT, STALL_MICROS_STAT,
 };
 use crate::cli::CompareArgs;
 use crate::cpucheck::sysbench_cpu_events_per_sec;
@@ -100,6 +100,14 @@ pub fn metrics(r: &RunReport) -> Vec<(String, f64)> {
         if let Some(v) = s.get(name) {
             m.push((label.to_string(), v as f64 / 1e6));
         }
+    }
+    if let Some(gc) = s.get(GC_WRITE_STAT) {
+        m.push(("GC write (MB)".to_string(), gc as f64 / 1e6));
+        let compaction = s.get(COMPACT_WRITE_STAT).unwrap_or(0);
+        m.push((
+            "compaction+GC write (MB)".to_string(),
+            (compaction + gc) as f64 / 1e6,
+        ));
     }
     if let Some(v) = s.get(STALL_MICROS_STAT) {
         m.push(("stall (ms)".to_string(), v as f64 / 1e3));

@@ -8,6 +8,7 @@
 
 use super::{
     dir_size, prepare_dir, rocks_props::DEFAULT_DBNAME, Backend, Statistics, DISK_USAGE_STAT,
+    GC_WRITE_STAT,
 };
 use crate::error::{Error, Result};
 use crate::props::Properties;
@@ -243,6 +244,12 @@ impl Backend for RocksBackend {
             if let Ok(Some(v)) = self.db.property_int_value(prop) {
                 s.set(prop, v);
             }
+        }
+        if let (Some(blob), Some(user)) = (
+            s.get("rocksdb.blobdb.blob.file.bytes.written"),
+            s.get("rocksdb.bytes.written"),
+        ) {
+            s.set(GC_WRITE_STAT, blob.saturating_sub(user));
         }
         s.set(DISK_USAGE_STAT, dir_size(&self.dir)?);
         Ok(s)

@@ -7,6 +7,7 @@
 
 use super::{
     dir_size, prepare_dir, shale_props::DEFAULT_DBNAME, Backend, Statistics, DISK_USAGE_STAT,
+    GC_WRITE_STAT,
 };
 use super::{COMPACT_READ_STAT, COMPACT_WRITE_STAT, STALL_MICROS_STAT};
 use crate::error::{Error, Result};
@@ -246,6 +247,7 @@ impl Backend for ShaleBackend {
         );
         s.set("shale.gc.bytes.read", st.gc_bytes_read);
         s.set("shale.gc.bytes.written", st.gc_bytes_written);
+        s.set(GC_WRITE_STAT, st.gc_bytes_written);
         s.set("shale.gc.runs", st.gc_runs);
         s.set("shale.gc.micros", st.gc_micros);
         for (level, files) in st.files_per_level.iter().enumerate() {

@@ -29,7 +29,7 @@ use crate::compaction::job::{decode_blob_ref, DroppedBlob};
 use crate::compaction::separation::record_size;
 use crate::error::{Error, ErrorKind, Result};
 use crate::filename;
-use crate::gc::picker::{self, GcPolicy};
+use crate::gc::picker::{self, GcPolicy, Space};
 use crate::key::{ValueKind, MAX_SEQNO};
 use crate::options::GcMode;
 use crate::version::edit::{BlobFileEdit, VersionEdit};
@@ -63,8 +63,9 @@ struct InFlight {
     garbage_at_submit: u64,
 }
 
-/// Space amplification of a version: bytes of its files over the live bytes they hold.
-pub(crate) fn space_amplification(version: &Version) -> f64 {
+/// Bytes of a version's files and the live bytes they hold (SSTs count their raw keys and values
+/// as live: shadowed entries there are not known until compaction drops them).
+pub(crate) fn space(version: &Version) -> Space {
     let mut on_disk = 0u64;
     let mut live = 0u64;
     for f in version.levels.iter().flatten() {
@@ -75,10 +76,7 @@ pub(crate) fn space_amplification(version: &Version) -> f64 {
         on_disk += b.file_size;
         live += b.live_bytes();
     }
-    if live == 0 {
-        return if on_disk == 0 { 0.0 } else { f64::INFINITY };
-    }
-    on_disk as f64 / live as f64
+    Space { on_disk, live }
 }
 
 /// True while a GC task is in flight or a worker is scheduling one.
@@ -127,18 +125,9 @@ fn run_locked(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<bool
             GcMode::Titan => 1,
         },
     };
-    let pick = picker::pick(
-        &version.blobs,
-        &excluded,
-        space_amplification(&version),
-        &policy,
-    );
-    // `excluded` counted failed files against the task limit; only running ones should.
-    let room = policy
-        .max_tasks
-        .saturating_mul(if pick.escalated { 2 } else { 1 })
-        .saturating_sub(state.gc.busy.len());
-    for logical in pick.files.into_iter().take(room) {
+    let running = state.gc.busy.len();
+    let pick = picker::pick(&version.blobs, &excluded, running, space(&version), &policy);
+    for logical in pick.files {
         let Some(meta) = version.blobs.get(&logical).cloned() else {
             continue;
         };

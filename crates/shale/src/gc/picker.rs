@@ -5,8 +5,9 @@
 //! - every blob file whose garbage ratio reaches `threshold` is a candidate; all candidates are
 //!   considered, most garbage bytes first (the most space back per byte copied);
 //! - while space amplification is above `space_amp_target`, GC escalates instead of stalling
-//!   writers: files with half the threshold's garbage qualify too, and twice as many tasks may
-//!   run at once;
+//!   writers: besides the files over the threshold, it takes the files with the highest garbage
+//!   ratio (the most space back per byte copied), whatever their ratio, until their garbage would
+//!   bring space amplification back to the target, and twice as many tasks may run at once;
 //! - a file with no live record is never picked: the edit that killed its last record removed it.
 
 use crate::version::blob_files::BlobFiles;
@@ -30,33 +31,73 @@ pub(crate) struct GcPick {
     pub escalated: bool,
 }
 
-/// Picks the blob files to collect now. `in_flight`: logical files already being collected (they
-/// count against the task limit); `space_amp`: bytes on disk over live bytes.
+/// Bytes on disk and live bytes, as the version knows them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Space {
+    pub on_disk: u64,
+    pub live: u64,
+}
+
+impl Space {
+    /// Bytes on disk over live bytes (0 for an empty store).
+    pub(crate) fn amplification(&self) -> f64 {
+        match (self.on_disk, self.live) {
+            (0, _) => 0.0,
+            (_, 0) => f64::INFINITY,
+            (d, l) => d as f64 / l as f64,
+        }
+    }
+}
+
+/// Picks the blob files to collect now. `excluded`: logical files not to pick (being collected,
+/// or failed); `running`: tasks in flight, which count against the task limit.
 pub(crate) fn pick(
     blobs: &BlobFiles,
-    in_flight: &HashSet<u64>,
-    space_amp: f64,
+    excluded: &HashSet<u64>,
+    running: usize,
+    space: Space,
     policy: &GcPolicy,
 ) -> GcPick {
-    let escalated = space_amp > policy.space_amp_target;
-    let (threshold, max_tasks) = if escalated {
-        (policy.threshold / 2.0, policy.max_tasks.saturating_mul(2))
+    let escalated = space.amplification() > policy.space_amp_target;
+    let max_tasks = if escalated {
+        policy.max_tasks.saturating_mul(2)
     } else {
-        (policy.threshold, policy.max_tasks)
+        policy.max_tasks
     };
-    let room = max_tasks.saturating_sub(in_flight.len());
-    let mut candidates: Vec<(u64, u64)> = blobs
-        .values()
-        .filter(|b| !in_flight.contains(&b.logical))
-        .filter(|b| b.live_count > 0 && b.garbage_bytes > 0)
-        .filter(|b| b.garbage_ratio() >= threshold)
-        .map(|b| (b.logical, b.garbage_bytes))
-        .collect();
-    candidates.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    GcPick {
-        files: candidates.into_iter().take(room).map(|(l, _)| l).collect(),
-        escalated,
+    let room = max_tasks.saturating_sub(running);
+    // (logical, garbage ratio, garbage bytes), best first: over the threshold by garbage bytes,
+    // then the rest by ratio.
+    let mut over: Vec<(u64, f64, u64)> = Vec::new();
+    let mut under: Vec<(u64, f64, u64)> = Vec::new();
+    for b in blobs.values() {
+        if excluded.contains(&b.logical) || b.live_count == 0 || b.garbage_bytes == 0 {
+            continue;
+        }
+        let entry = (b.logical, b.garbage_ratio(), b.garbage_bytes);
+        if entry.1 >= policy.threshold {
+            over.push(entry);
+        } else {
+            under.push(entry);
+        }
     }
+    over.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    let mut files: Vec<u64> = over.iter().map(|e| e.0).collect();
+    if escalated {
+        // Garbage to reclaim to get back to the target, less what the chosen files return.
+        let target = (space.live as f64 * policy.space_amp_target) as u64;
+        let mut need = space.on_disk.saturating_sub(target);
+        need = need.saturating_sub(over.iter().map(|e| e.2).sum());
+        under.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        for (logical, _, garbage) in under {
+            if need == 0 {
+                break;
+            }
+            files.push(logical);
+            need = need.saturating_sub(garbage);
+        }
+    }
+    files.truncate(room);
+    GcPick { files, escalated }
 }
 
 #[cfg(test)]
@@ -100,11 +141,15 @@ mod tests {
             file(3, 1000, 900, 1),
             file(4, 100, 100, 0),
         ]);
-        let got = pick(&blobs, &HashSet::new(), 1.0, &POLICY);
+        let calm = Space {
+            on_disk: 100,
+            live: 100,
+        };
+        let got = pick(&blobs, &HashSet::new(), 0, calm, &POLICY);
         assert_eq!(got.files, vec![3, 1]);
         assert!(!got.escalated);
         let busy: HashSet<u64> = [3].into();
-        assert_eq!(pick(&blobs, &busy, 1.0, &POLICY).files, vec![1]);
+        assert_eq!(pick(&blobs, &busy, 1, calm, &POLICY).files, vec![1]);
     }
 
     #[test]
@@ -115,9 +160,30 @@ mod tests {
             file(3, 100, 24, 5),
             file(4, 100, 60, 5),
         ]);
-        assert_eq!(pick(&blobs, &HashSet::new(), 1.2, &POLICY).files, vec![4]);
-        let got = pick(&blobs, &HashSet::new(), 2.0, &POLICY);
+        let calm = Space {
+            on_disk: 120,
+            live: 100,
+        };
+        assert_eq!(pick(&blobs, &HashSet::new(), 0, calm, &POLICY).files, vec![4]);
+        // 200 on disk for 100 live, target 1.5: 50 bytes must go; file 4 returns 60.
+        let over = Space {
+            on_disk: 200,
+            live: 100,
+        };
+        let got = pick(&blobs, &HashSet::new(), 0, over, &POLICY);
         assert!(got.escalated);
-        assert_eq!(got.files, vec![4, 1, 2]);
+        assert_eq!(got.files, vec![4]);
+        // 300 on disk: 150 must go; files 1 and 2 (by ratio) bring 56 more, then 3 is still
+        // needed, but only four tasks may run.
+        let far = Space {
+            on_disk: 300,
+            live: 100,
+        };
+        assert_eq!(
+            pick(&blobs, &HashSet::new(), 0, far, &POLICY).files,
+            vec![4, 1, 2, 3]
+        );
+        let busy: HashSet<u64> = [9, 10].into();
+        assert_eq!(pick(&blobs, &busy, 2, far, &POLICY).files, vec![4, 1]);
     }
 }

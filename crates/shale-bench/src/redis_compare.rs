@@ -1,0 +1,473 @@
+//! `shale-bench redis-compare`: Shale's server against Redis with `redis-benchmark`, side by side.
+//!
+//! Issue 6's comparison: `redis-benchmark -t set,get -n N -c 50 -d 100 -r 1000000` with `-P 1`
+//! and `-P 16`, for each pairing of a Shale `appendfsync` mode with a Redis persistence mode
+//! (by default Shale `everysec` against Redis without persistence, and both with `always`).
+//! Every round starts each server fresh (a free loopback port, a temporary directory), runs both
+//! pipeline depths, and stops it; the order of Shale and Redis alternates between rounds, and a
+//! two-thread CPU check (`sysbench`) is recorded per round when sysbench is installed, because
+//! this machine's capacity drifts (DESIGN.md section 8). The report gives medians over rounds and
+//! the Shale/Redis ratio, as a markdown table.
+
+use crate::compare::median;
+use crate::cpucheck::{rounds_line, sysbench_cpu_events_per_sec};
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Default requests per test (`-n`).
+pub const DEFAULT_REQUESTS: u64 = 1_000_000;
+/// Default rounds.
+pub const DEFAULT_ROUNDS: u32 = 3;
+/// How long a server may take to answer PING after start.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Usage of the subcommand.
+pub const USAGE: &str = "\
+Usage: shale-bench redis-compare [--rounds N] [--requests N] [--clients N] [--size BYTES]
+                                 [--keyspace N] [--pipelines 1,16] [--pairs everysec:none,always:always]
+                                 [--shale-bin PATH] [--cpucheck SECS] [--out FILE.md]
+A pair is SHALE_APPENDFSYNC:REDIS_PERSISTENCE, with Redis persistence none (no RDB, no AOF),
+everysec or always (AOF with that appendfsync).";
+
+/// Arguments.
+#[derive(Debug, Clone)]
+pub struct RedisCompareArgs {
+    /// Rounds.
+    pub rounds: u32,
+    /// `-n`.
+    pub requests: u64,
+    /// `-c`.
+    pub clients: u32,
+    /// `-d`.
+    pub size: u32,
+    /// `-r`.
+    pub keyspace: u64,
+    /// `-P` values.
+    pub pipelines: Vec<u32>,
+    /// (Shale appendfsync, Redis persistence) pairs.
+    pub pairs: Vec<(String, String)>,
+    /// The `shale` binary.
+    pub shale_bin: Option<PathBuf>,
+    /// Seconds of the CPU check per round (0: none).
+    pub cpucheck_secs: u32,
+    /// Markdown report file.
+    pub out: Option<PathBuf>,
+}
+
+impl Default for RedisCompareArgs {
+    fn default() -> Self {
+        RedisCompareArgs {
+            rounds: DEFAULT_ROUNDS,
+            requests: DEFAULT_REQUESTS,
+            clients: 50,
+            size: 100,
+            keyspace: 1_000_000,
+            pipelines: vec![1, 16],
+            pairs: vec![
+                ("everysec".into(), "none".into()),
+                ("always".into(), "always".into()),
+            ],
+            shale_bin: None,
+            cpucheck_secs: 5,
+            out: None,
+        }
+    }
+}
+
+/// Parses the arguments after `redis-compare`.
+///
+/// # Errors
+/// `Usage` for unknown flags and bad values.
+pub fn parse_args(args: &[String]) -> Result<Option<RedisCompareArgs>> {
+    let mut a = RedisCompareArgs::default();
+    let mut i = 0;
+    while i < args.len() {
+        let flag = args[i].trim_start_matches('-');
+        if flag == "help" || flag == "h" {
+            return Ok(None);
+        }
+        let v = args
+            .get(i + 1)
+            .ok_or_else(|| Error::usage(format!("missing value for {}", args[i])))?;
+        let num = |v: &str| -> Result<u64> {
+            v.parse()
+                .map_err(|_| Error::usage(format!("{} expects a number, got '{v}'", args[i])))
+        };
+        match flag {
+            "rounds" => a.rounds = num(v)?.max(1) as u32,
+            "requests" | "n" => a.requests = num(v)?.max(1),
+            "clients" | "c" => a.clients = num(v)?.max(1) as u32,
+            "size" | "d" => a.size = num(v)? as u32,
+            "keyspace" | "r" => a.keyspace = num(v)?,
+            "pipelines" | "P" => {
+                a.pipelines = v
+                    .split(',')
+                    .map(|p| num(p).map(|n| n.max(1) as u32))
+                    .collect::<Result<_>>()?
+            }
+            "pairs" => {
+                a.pairs = v
+                    .split(',')
+                    .map(|p| {
+                        let (s, r) = p.split_once(':').ok_or_else(|| {
+                            Error::usage(format!("a pair is SHALE:REDIS, got '{p}'"))
+                        })?;
+                        check_mode(s, &["always", "everysec", "no"])?;
+                        check_mode(r, &["none", "always", "everysec", "no"])?;
+                        Ok((s.to_string(), r.to_string()))
+                    })
+                    .collect::<Result<_>>()?
+            }
+            "shale-bin" => a.shale_bin = Some(PathBuf::from(v)),
+            "cpucheck" => a.cpucheck_secs = num(v)? as u32,
+            "out" | "o" => a.out = Some(PathBuf::from(v)),
+            _ => {
+                return Err(Error::usage(format!(
+                    "unknown option '{}' for redis-compare",
+                    args[i]
+                )))
+            }
+        }
+        i += 2;
+    }
+    Ok(Some(a))
+}
+
+fn check_mode(m: &str, allowed: &[&str]) -> Result<()> {
+    if allowed.contains(&m) {
+        Ok(())
+    } else {
+        Err(Error::usage(format!(
+            "'{m}' is not one of {}",
+            allowed.join(", ")
+        )))
+    }
+}
+
+/// Runs the subcommand (`args` after `redis-compare`).
+///
+/// # Errors
+/// Usage errors, a missing tool, a server that does not start, unparsable benchmark output.
+pub fn run_command(args: &[String]) -> Result<bool> {
+    let Some(a) = parse_args(args)? else {
+        println!("{USAGE}");
+        return Ok(true);
+    };
+    let report = run(&a)?;
+    print!("{report}");
+    if let Some(out) = &a.out {
+        std::fs::write(out, &report)
+            .map_err(|e| Error::io(format!("cannot write {}", out.display()), e))?;
+    }
+    Ok(true)
+}
+
+/// Which server a run used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Side {
+    Shale,
+    Redis,
+}
+
+/// Results: (pair index, pipeline, test, side) -> requests per second per round.
+type Results = BTreeMap<(usize, u32, String, Side), Vec<f64>>;
+
+fn run(a: &RedisCompareArgs) -> Result<String> {
+    let shale = a.shale_bin.clone().unwrap_or_else(default_shale_bin);
+    if !shale.is_file() {
+        return Err(Error::usage(format!(
+            "{} not found: build it with `cargo build --release -p shale-server` or pass --shale-bin",
+            shale.display()
+        )));
+    }
+    for tool in ["redis-server", "redis-benchmark"] {
+        if Command::new(tool).arg("--version").output().is_err() {
+            return Err(Error::usage(format!(
+                "{tool} not found: apt-get install redis-server redis-tools"
+            )));
+        }
+    }
+    let mut results = Results::new();
+    let mut cpu = Vec::new();
+    let started = Instant::now();
+    for round in 0..a.rounds {
+        cpu.push(if a.cpucheck_secs > 0 {
+            sysbench_cpu_events_per_sec(a.cpucheck_secs)
+        } else {
+            None
+        });
+        for (pi, (shale_mode, redis_mode)) in a.pairs.iter().enumerate() {
+            let order = if round % 2 == 0 {
+                [Side::Shale, Side::Redis]
+            } else {
+                [Side::Redis, Side::Shale]
+            };
+            for side in order {
+                let tmp = tempdir()?;
+                let port = free_port()?;
+                let mut server = match side {
+                    Side::Shale => start_shale(&shale, port, &tmp, shale_mode)?,
+                    Side::Redis => start_redis(port, &tmp, redis_mode)?,
+                };
+                let outcome = (|| -> Result<()> {
+                    wait_ready(port)?;
+                    for &p in &a.pipelines {
+                        for (test, rps) in benchmark(a, port, p)? {
+                            eprintln!(
+                                "round {} {side:?} ({}) -P {p} {test}: {rps:.0} req/s",
+                                round + 1,
+                                if side == Side::Shale {
+                                    shale_mode
+                                } else {
+                                    redis_mode
+                                }
+                            );
+                            results.entry((pi, p, test, side)).or_default().push(rps);
+                        }
+                    }
+                    Ok(())
+                })();
+                stop(&mut server, port);
+                let _ = std::fs::remove_dir_all(&tmp);
+                outcome?;
+            }
+        }
+    }
+    Ok(report(a, &results, &cpu, started.elapsed()))
+}
+
+fn default_shale_bin() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("shale")))
+        .unwrap_or_else(|| PathBuf::from("shale"))
+}
+
+fn tempdir() -> Result<PathBuf> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "shale-redis-compare-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    Ok(dir)
+}
+
+fn free_port() -> Result<u16> {
+    let l =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("cannot find a free port", e))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| Error::io("cannot find a free port", e))
+}
+
+fn start_shale(bin: &Path, port: u16, dir: &Path, mode: &str) -> Result<Child> {
+    Command::new(bin)
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--appendfsync",
+            mode,
+            "--dir",
+        ])
+        .arg(dir.join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| Error::io(format!("cannot start {}", bin.display()), e))
+}
+
+fn start_redis(port: u16, dir: &Path, mode: &str) -> Result<Child> {
+    let mut cmd = Command::new("redis-server");
+    cmd.args([
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--save",
+        "",
+    ])
+    .arg("--dir")
+    .arg(dir);
+    match mode {
+        "none" => cmd.args(["--appendonly", "no"]),
+        fsync => cmd.args(["--appendonly", "yes", "--appendfsync", fsync]),
+    };
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| Error::io("cannot start redis-server", e))
+}
+
+fn ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut buf = [0u8; 16];
+    s.write_all(b"PING\r\n").is_ok()
+        && s.read(&mut buf)
+            .is_ok_and(|n| buf[..n].starts_with(b"+PONG"))
+}
+
+fn wait_ready(port: u16) -> Result<()> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    while Instant::now() < deadline {
+        if ping(port) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(Error::backend(format!(
+        "the server on port {port} did not answer PING within {START_TIMEOUT:?}"
+    )))
+}
+
+/// Stops a server: SHUTDOWN (both servers exit cleanly on it), then a kill if it lingers.
+fn stop(child: &mut Child, port: u16) {
+    if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+        let _ = s.write_all(b"SHUTDOWN NOSAVE\r\n");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Runs redis-benchmark once; returns (test, requests per second).
+fn benchmark(a: &RedisCompareArgs, port: u16, pipeline: u32) -> Result<Vec<(String, f64)>> {
+    let out = Command::new("redis-benchmark")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-t",
+            "set,get",
+            "--csv",
+        ])
+        .args(["-n", &a.requests.to_string(), "-c", &a.clients.to_string()])
+        .args([
+            "-d",
+            &a.size.to_string(),
+            "-r",
+            &a.keyspace.to_string(),
+            "-P",
+            &pipeline.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io("cannot run redis-benchmark", e))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let parsed = parse_csv(&text);
+    if !out.status.success() || parsed.len() < 2 {
+        return Err(Error::backend(format!(
+            "redis-benchmark failed ({}): {}{}",
+            out.status,
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(parsed)
+}
+
+/// Parses `redis-benchmark --csv`: `"SET","95419.85",...` lines after a header.
+pub fn parse_csv(text: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut cols = l.split(',').map(|c| c.trim().trim_matches('"'));
+            let test = cols.next()?;
+            let rps: f64 = cols.next()?.parse().ok()?;
+            Some((test.to_string(), rps))
+        })
+        .collect()
+}
+
+fn report(a: &RedisCompareArgs, results: &Results, cpu: &[Option<f64>], took: Duration) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "redis-benchmark -t set,get -n {} -c {} -d {} -r {} --csv, {} rounds (alternating order), {:.0} s\n",
+        a.requests, a.clients, a.size, a.keyspace, a.rounds, took.as_secs_f64()
+    ));
+    if cpu.iter().any(Option::is_some) {
+        s.push_str(&format!(
+            "CPU check (sysbench cpu --threads=2 --time={} run, events/s): {}\n",
+            a.cpucheck_secs,
+            rounds_line(cpu)
+        ));
+    }
+    s.push_str("\n| Shale appendfsync | Redis | -P | test | Shale req/s (median) | Redis req/s (median) | Shale/Redis | Shale rounds | Redis rounds |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    for (pi, (shale_mode, redis_mode)) in a.pairs.iter().enumerate() {
+        for &p in &a.pipelines {
+            for test in ["SET", "GET"] {
+                let get = |side| {
+                    results
+                        .get(&(pi, p, test.to_string(), side))
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                let (sh, re) = (get(Side::Shale), get(Side::Redis));
+                let (ms, mr) = (median(&sh), median(&re));
+                let ratio = match (ms, mr) {
+                    (Some(x), Some(y)) if y > 0.0 => format!("{:.2}x", x / y),
+                    _ => "n/a".into(),
+                };
+                let fmt = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{v:.0}"));
+                let list = |v: &[f64]| {
+                    v.iter()
+                        .map(|x| format!("{x:.0}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                };
+                s.push_str(&format!(
+                    "| {shale_mode} | {redis_mode} | {p} | {test} | {} | {} | {ratio} | {} | {} |\n",
+                    fmt(ms), fmt(mr), list(&sh), list(&re)
+                ));
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_output_of_redis_benchmark_parses() {
+        let text = "\"test\",\"rps\",\"avg_latency_ms\"\n\"SET\",\"39455.52\",\"0.836\"\n\"GET\",\"41832.25\",\"0.776\"\n";
+        assert_eq!(
+            parse_csv(text),
+            vec![("SET".to_string(), 39455.52), ("GET".to_string(), 41832.25)]
+        );
+    }
+
+    #[test]
+    fn pairs_and_pipelines_parse() {
+        let args: Vec<String> = "--pairs everysec:none,always:always --pipelines 1,16 --rounds 2"
+            .split(' ')
+            .map(str::to_string)
+            .collect();
+        let a = parse_args(&args).unwrap().unwrap();
+        assert_eq!(a.pairs.len(), 2);
+        assert_eq!(a.pipelines, vec![1, 16]);
+        assert!(parse_args(&["--pairs".into(), "sometimes:none".into()]).is_err());
+    }
+}
