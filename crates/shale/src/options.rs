@@ -61,8 +61,10 @@ pub const NO_BLOB_FILES: usize = usize::MAX;
 pub const DEFAULT_BLOB_FILE_SIZE: u64 = 32 << 20;
 /// Default for [`Options::gc_threshold`]: a blob file is collected once half of it is garbage.
 pub const DEFAULT_GC_THRESHOLD: f64 = 0.5;
-/// Default for [`Options::gc_space_amp_target`].
-pub const DEFAULT_GC_SPACE_AMP_TARGET: f64 = 1.3;
+/// Default for [`Options::gc_space_amp_target`]: blob files may hold 20% more than their live
+/// records before GC escalates, which keeps a whole store (SSTs, WALs and memtables included)
+/// near 1.3 times its live data.
+pub const DEFAULT_GC_SPACE_AMP_TARGET: f64 = 1.2;
 /// Default for [`Options::gc_threads`].
 pub const DEFAULT_GC_THREADS: usize = 1;
 /// Default for [`Options::gc_bytes_per_sec`]: 256 MiB/s of GC reads and writes together.
@@ -226,9 +228,10 @@ pub struct Options {
     /// Share of garbage (by bytes) at which a blob file becomes a GC candidate, in (0, 1].
     /// Default [`DEFAULT_GC_THRESHOLD`].
     pub gc_threshold: f64,
-    /// Space amplification (bytes on disk over live bytes) above which GC also takes files with
-    /// half the threshold's garbage and runs more tasks at once; writers are never stalled for it.
-    /// Default [`DEFAULT_GC_SPACE_AMP_TARGET`].
+    /// Space amplification of the blob files (their bytes over their live record bytes) above
+    /// which GC escalates: it also takes files under `gc_threshold`, highest garbage ratio first,
+    /// until their garbage would bring it back to the target, and runs twice as many tasks.
+    /// Writers are never stalled for it. Default [`DEFAULT_GC_SPACE_AMP_TARGET`].
     pub gc_space_amp_target: f64,
     /// How garbage is found and collected. Default [`GcMode::Offload`].
     pub gc_mode: GcMode,

@@ -63,20 +63,18 @@ struct InFlight {
     garbage_at_submit: u64,
 }
 
-/// Bytes of a version's files and the live bytes they hold (SSTs count their raw keys and values
-/// as live: shadowed entries there are not known until compaction drops them).
+/// Bytes of a version's blob files and the live record bytes they hold: the space GC can give
+/// back. (SSTs, WALs and memtables are outside GC's reach.)
 pub(crate) fn space(version: &Version) -> Space {
-    let mut on_disk = 0u64;
-    let mut live = 0u64;
-    for f in version.levels.iter().flatten() {
-        on_disk += f.file_size;
-        live += f.raw_key_bytes + f.raw_value_bytes;
-    }
+    let mut space = Space {
+        on_disk: 0,
+        live: 0,
+    };
     for b in version.blobs.values() {
-        on_disk += b.file_size;
-        live += b.live_bytes();
+        space.on_disk += b.file_size;
+        space.live += b.live_bytes();
     }
-    Space { on_disk, live }
+    space
 }
 
 /// True while a GC task is in flight or a worker is scheduling one.

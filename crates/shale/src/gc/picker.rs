@@ -164,7 +164,10 @@ mod tests {
             on_disk: 120,
             live: 100,
         };
-        assert_eq!(pick(&blobs, &HashSet::new(), 0, calm, &POLICY).files, vec![4]);
+        assert_eq!(
+            pick(&blobs, &HashSet::new(), 0, calm, &POLICY).files,
+            vec![4]
+        );
         // 200 on disk for 100 live, target 1.5: 50 bytes must go; file 4 returns 60.
         let over = Space {
             on_disk: 200,
