@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 
 /// The kinds of file Shale keeps in its directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum FileKind {
     Wal(u64),
     Table(u64),

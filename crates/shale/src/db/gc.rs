@@ -32,6 +32,7 @@ use crate::filename;
 use crate::gc::picker::{self, GcPolicy, Space};
 use crate::key::{ValueKind, MAX_SEQNO};
 use crate::options::GcMode;
+use crate::version::blob_files::BlobFileMeta;
 use crate::version::edit::{BlobFileEdit, VersionEdit};
 use crate::version::version::Version;
 use parking_lot::MutexGuard;
@@ -131,7 +132,7 @@ fn run_locked(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<bool
         };
         did = true;
         if inner.options.gc_mode == GcMode::Titan {
-            titan_collect(inner, state, logical, meta.physical)?;
+            titan_collect(inner, state, &meta)?;
             continue;
         }
         let output_number = state.versions.new_file_number();
@@ -197,8 +198,10 @@ fn install(inner: &DbInner, state: &mut MutexGuard<'_, State>, c: GcCompletion) 
             return Ok(());
         }
     };
-    let version = state.versions.current();
-    let current = version
+    // No version is kept past this point: a held version would keep the input file alive.
+    let current = state
+        .versions
+        .current()
         .blobs
         .get(&f.logical)
         .filter(|m| m.physical == f.input_physical)
@@ -265,15 +268,15 @@ struct Moved {
 fn titan_collect(
     inner: &DbInner,
     state: &mut MutexGuard<'_, State>,
-    logical: u64,
-    physical: u64,
+    meta: &BlobFileMeta,
 ) -> Result<()> {
+    let logical = meta.logical;
     state.gc.busy.insert(logical);
     state.gc.retired.insert(logical);
     let new_logical = state.versions.new_file_number();
     state.pending_outputs.insert(new_logical);
     let started = Instant::now();
-    let copied = MutexGuard::unlocked(state, || titan_copy(inner, logical, physical, new_logical));
+    let copied = MutexGuard::unlocked(state, || titan_copy(inner, meta, new_logical));
     state.gc.busy.remove(&logical);
     let (moved, info, bytes_read) = match copied {
         Ok(Some(done)) => done,
@@ -329,15 +332,12 @@ fn titan_collect(
 
 type TitanCopy = (Vec<Moved>, crate::blob::BlobFileInfo, u64);
 
-/// Reads every record of `physical`, looks each key up, and copies the ones still referenced into
-/// the new file `new_logical`. `None` when nothing is alive (no file is left behind).
-fn titan_copy(
-    inner: &DbInner,
-    logical: u64,
-    physical: u64,
-    new_logical: u64,
-) -> Result<Option<TitanCopy>> {
-    let reader = inner.blob_cache.get(physical)?;
+/// Reads every record of the physical file of `meta`, looks each key up, and copies the ones
+/// still referenced into the new file `new_logical`. `None` when nothing is alive (no file is left
+/// behind).
+fn titan_copy(inner: &DbInner, meta: &BlobFileMeta, new_logical: u64) -> Result<Option<TitanCopy>> {
+    let logical = meta.logical;
+    let reader = inner.blob_cache.get(meta.physical)?;
     let sv = inner.current_super_version();
     let path = filename::blob(&inner.dir, new_logical);
     let mut writer: Option<BlobWriter> = None;
@@ -358,7 +358,8 @@ fn titan_copy(
             continue;
         };
         let r = decode_blob_ref(&record.key, &current)?;
-        if r.file != logical || r.ordinal != index {
+        // A file that offload GC rewrote holds ordinal `o` at index `rank(survivors, o)`.
+        if r.file != logical || meta.index_of(r.ordinal) != Some(index) {
             continue;
         }
         let w = match &mut writer {
@@ -419,8 +420,10 @@ fn titan_write_back(inner: &DbInner, moved: &[Moved]) -> Result<Vec<DroppedBlob>
             });
         }
     }
+    // Synced: once the new file is installed, its records are referenced only by these entries;
+    // losing them would leave a file nothing points to (and nothing collects).
     if !wal.group.is_empty() {
-        write::commit_group(inner, &mut wal, false)?;
+        write::commit_group(inner, &mut wal, true)?;
     }
     Ok(stale)
 }

@@ -204,48 +204,29 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
     Ok(inner)
 }
 
-/// Every SST the version names must be in the directory; a missing one is corruption.
+/// Every SST and blob file the version names must be in the directory; a missing one is
+/// corruption.
 fn check_tables_exist(dir: &Path, versions: &VersionSet, names: &[String]) -> Result<()> {
-    let present: HashSet<u64> = names
-        .iter()
-        .filter_map(|n| match filename::parse(n) {
-            Some(FileKind::Table(number)) => Some(number),
-            _ => None,
-        })
-        .collect();
-    let blobs_present: HashSet<u64> = names
-        .iter()
-        .filter_map(|n| match filename::parse(n) {
-            Some(FileKind::Blob(number)) => Some(number),
-            _ => None,
-        })
-        .collect();
-    if let Some(missing) = versions
-        .current()
-        .blob_file_numbers()
-        .find(|n| !blobs_present.contains(n))
-    {
-        let manifest = versions
-            .manifest_number()
-            .map_or_else(|| "the MANIFEST".to_owned(), filename::manifest_name);
-        return Err(Error::corruption(
-            &filename::blob(dir, missing),
-            0,
-            format!("the blob file named by {manifest} is missing"),
-        ));
-    }
-    if let Some(missing) = versions
-        .current()
+    let kinds: HashSet<FileKind> = names.iter().filter_map(|n| filename::parse(n)).collect();
+    let version = versions.current();
+    let missing = version
         .file_numbers()
-        .find(|n| !present.contains(n))
-    {
+        .find(|&n| !kinds.contains(&FileKind::Table(n)))
+        .map(|n| (filename::table(dir, n), "SST"))
+        .or_else(|| {
+            version
+                .blob_file_numbers()
+                .find(|&n| !kinds.contains(&FileKind::Blob(n)))
+                .map(|n| (filename::blob(dir, n), "blob file"))
+        });
+    if let Some((path, what)) = missing {
         let manifest = versions
             .manifest_number()
             .map_or_else(|| "the MANIFEST".to_owned(), filename::manifest_name);
         return Err(Error::corruption(
-            &filename::table(dir, missing),
+            &path,
             0,
-            format!("the SST named by {manifest} is missing"),
+            format!("the {what} named by {manifest} is missing"),
         ));
     }
     Ok(())
