@@ -1,0 +1,283 @@
+//! Configuration: a TOML file (`--config`), command-line overrides, and the effective
+//! configuration printed at start.
+//!
+//! Every setting has a named default below. Names follow Redis's where Redis has the setting
+//! (`appendfsync`, `requirepass`, `proto-max-bulk-len`, `client-query-buffer-limit`, ...).
+
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Default `bind`: loopback only.
+pub const DEFAULT_BIND: &str = "127.0.0.1";
+/// Default `port`: Redis's.
+pub const DEFAULT_PORT: u16 = 6379;
+/// Default `dir`: the data directory.
+pub const DEFAULT_DIR: &str = "./shale-data";
+/// Default `maxclients`: Redis's.
+pub const DEFAULT_MAXCLIENTS: usize = 10_000;
+/// Default `proto-max-bulk-len` (largest argument, hence largest value): Redis's 512 MiB.
+pub const DEFAULT_PROTO_MAX_BULK_LEN: usize = shale_proto::resp::DEFAULT_MAX_BULK_LEN;
+/// Default `max-multibulk-len` (most arguments in one request): 1 Mi. Redis allows `INT_MAX`;
+/// a request with more arguments than this is refused before they are buffered.
+pub const DEFAULT_MAX_MULTIBULK_LEN: usize = 1 << 20;
+/// Default `client-query-buffer-limit` (largest request): Redis's 1 GiB.
+pub const DEFAULT_CLIENT_QUERY_BUFFER_LIMIT: usize = shale_proto::resp::DEFAULT_MAX_REQUEST_LEN;
+/// Default `client-output-buffer-limit` in bytes: a batch whose replies exceed it closes the
+/// connection, as Redis closes a client over its hard limit.
+pub const DEFAULT_CLIENT_OUTPUT_BUFFER_LIMIT: usize = 512 << 20;
+/// Default `write-buffer-size` of the engine: 64 MiB.
+pub const DEFAULT_WRITE_BUFFER_SIZE: usize = shale::DEFAULT_WRITE_BUFFER_SIZE;
+/// Default `block-cache-size` of the engine: 256 MiB.
+pub const DEFAULT_BLOCK_CACHE_SIZE: usize = 256 << 20;
+
+/// Largest engine key the server asks the engine to accept (the engine's own ceiling).
+pub const ENGINE_MAX_KEY: usize = 64 << 20;
+/// Largest user key: the engine's ceiling less room for the keyspace encoding's prefixes.
+pub const MAX_KEY_LEN: usize = ENGINE_MAX_KEY - 64;
+/// Largest engine value (the engine's ceiling).
+pub const ENGINE_MAX_VALUE: usize = 1 << 30;
+
+/// Redis's `appendfsync`: when a write reaches disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Appendfsync {
+    /// Every write batch is fsynced before it is answered (group commit across connections).
+    Always = 0,
+    /// Writes are buffered and the WAL is fsynced once a second: a power loss loses at most about
+    /// a second of writes; a crash of the process loses nothing.
+    Everysec = 1,
+    /// Writes are buffered; the operating system writes them back when it likes.
+    No = 2,
+}
+
+impl Appendfsync {
+    /// The name as Redis spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Appendfsync::Always => "always",
+            Appendfsync::Everysec => "everysec",
+            Appendfsync::No => "no",
+        }
+    }
+
+    /// Parses Redis's spelling.
+    pub fn parse(s: &str) -> Option<Appendfsync> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Some(Appendfsync::Always),
+            "everysec" => Some(Appendfsync::Everysec),
+            "no" => Some(Appendfsync::No),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn from_u8(v: u8) -> Appendfsync {
+        match v {
+            0 => Appendfsync::Always,
+            2 => Appendfsync::No,
+            _ => Appendfsync::Everysec,
+        }
+    }
+}
+
+/// The server's configuration. Field names are the TOML keys (kebab-case).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    /// Address to listen on. Default [`DEFAULT_BIND`].
+    pub bind: String,
+    /// RESP port; 0 picks a free one. Default [`DEFAULT_PORT`].
+    pub port: u16,
+    /// Data directory. Default [`DEFAULT_DIR`].
+    pub dir: PathBuf,
+    /// When writes reach disk. Default [`Appendfsync::Everysec`].
+    pub appendfsync: Appendfsync,
+    /// Password clients must give with `AUTH`; none by default.
+    pub requirepass: Option<String>,
+    /// Port of the Prometheus `/metrics` endpoint (same address as `bind`); off by default.
+    pub metrics_port: Option<u16>,
+    /// Most connected clients. Default [`DEFAULT_MAXCLIENTS`].
+    pub maxclients: usize,
+    /// Largest argument in bytes. Default [`DEFAULT_PROTO_MAX_BULK_LEN`].
+    pub proto_max_bulk_len: usize,
+    /// Most arguments in one request. Default [`DEFAULT_MAX_MULTIBULK_LEN`].
+    pub max_multibulk_len: usize,
+    /// Largest request in bytes. Default [`DEFAULT_CLIENT_QUERY_BUFFER_LIMIT`].
+    pub client_query_buffer_limit: usize,
+    /// Most reply bytes one batch may produce. Default [`DEFAULT_CLIENT_OUTPUT_BUFFER_LIMIT`].
+    pub client_output_buffer_limit: usize,
+    /// Runtime worker threads; 0 means one per CPU. Default 0.
+    pub threads: usize,
+    /// Engine memtable size. Default [`DEFAULT_WRITE_BUFFER_SIZE`].
+    pub write_buffer_size: usize,
+    /// Engine block cache size. Default [`DEFAULT_BLOCK_CACHE_SIZE`].
+    pub block_cache_size: usize,
+    /// Engine memory component. Default [`Memtable::Flodb`].
+    pub memtable: Memtable,
+}
+
+/// The engine's memory component (`shale::MemtableKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Memtable {
+    /// A concurrent skiplist.
+    Skiplist,
+    /// FloDB's hash-table membuffer over the skiplist.
+    Flodb,
+}
+
+impl Memtable {
+    /// The name used in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Memtable::Skiplist => "skiplist",
+            Memtable::Flodb => "flodb",
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            bind: DEFAULT_BIND.to_string(),
+            port: DEFAULT_PORT,
+            dir: PathBuf::from(DEFAULT_DIR),
+            appendfsync: Appendfsync::Everysec,
+            requirepass: None,
+            metrics_port: None,
+            maxclients: DEFAULT_MAXCLIENTS,
+            proto_max_bulk_len: DEFAULT_PROTO_MAX_BULK_LEN,
+            max_multibulk_len: DEFAULT_MAX_MULTIBULK_LEN,
+            client_query_buffer_limit: DEFAULT_CLIENT_QUERY_BUFFER_LIMIT,
+            client_output_buffer_limit: DEFAULT_CLIENT_OUTPUT_BUFFER_LIMIT,
+            threads: 0,
+            write_buffer_size: DEFAULT_WRITE_BUFFER_SIZE,
+            block_cache_size: DEFAULT_BLOCK_CACHE_SIZE,
+            memtable: Memtable::Flodb,
+        }
+    }
+}
+
+impl Config {
+    /// Reads a TOML file; settings it leaves out keep their defaults.
+    ///
+    /// # Errors
+    /// A message naming the file and what is wrong (unknown key, bad value).
+    pub fn from_file(path: &Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The RESP limits every connection enforces.
+    pub fn limits(&self) -> shale_proto::resp::Limits {
+        shale_proto::resp::Limits {
+            max_bulk_len: self.proto_max_bulk_len,
+            max_multibulk_len: self.max_multibulk_len,
+            max_request_len: self.client_query_buffer_limit,
+            auth_required: self.requirepass.is_some(),
+            ..shale_proto::resp::Limits::default()
+        }
+    }
+
+    /// The engine options.
+    pub fn engine_options(&self) -> shale::Options {
+        shale::Options {
+            write_buffer_size: self.write_buffer_size,
+            block_cache_size: self.block_cache_size,
+            max_value_size: self
+                .proto_max_bulk_len
+                .saturating_add(64)
+                .min(ENGINE_MAX_VALUE),
+            max_key_size: ENGINE_MAX_KEY,
+            // Skip the one-byte type prefix of engine keys: the bucket comes from the key hash.
+            membuffer_prefix_bits: 8,
+            memtable: match self.memtable {
+                Memtable::Skiplist => shale::MemtableKind::SkipList,
+                Memtable::Flodb => shale::MemtableKind::FloDb,
+            },
+            ..shale::Options::default()
+        }
+    }
+
+    /// `(name, value)` of every setting, as `CONFIG GET` and the start-up banner show them.
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("bind", self.bind.clone()),
+            ("port", self.port.to_string()),
+            ("dir", self.dir.display().to_string()),
+            ("appendfsync", self.appendfsync.name().to_string()),
+            (
+                "requirepass",
+                if self.requirepass.is_some() {
+                    "(set)"
+                } else {
+                    ""
+                }
+                .to_string(),
+            ),
+            (
+                "metrics-port",
+                self.metrics_port.map_or("off".into(), |p| p.to_string()),
+            ),
+            ("maxclients", self.maxclients.to_string()),
+            ("proto-max-bulk-len", self.proto_max_bulk_len.to_string()),
+            ("max-multibulk-len", self.max_multibulk_len.to_string()),
+            (
+                "client-query-buffer-limit",
+                self.client_query_buffer_limit.to_string(),
+            ),
+            (
+                "client-output-buffer-limit",
+                self.client_output_buffer_limit.to_string(),
+            ),
+            ("threads", self.threads.to_string()),
+            ("write-buffer-size", self.write_buffer_size.to_string()),
+            ("block-cache-size", self.block_cache_size.to_string()),
+            ("memtable", self.memtable.name().to_string()),
+        ]
+    }
+
+    /// Checks the settings against each other.
+    ///
+    /// # Errors
+    /// A message naming the bad setting.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.maxclients == 0 {
+            return Err("maxclients must be at least 1".into());
+        }
+        if self.proto_max_bulk_len < 1024 {
+            return Err("proto-max-bulk-len must be at least 1024".into());
+        }
+        if self.client_query_buffer_limit < 1024 * 1024 {
+            return Err("client-query-buffer-limit must be at least 1048576".into());
+        }
+        if self.max_multibulk_len == 0 {
+            return Err("max-multibulk-len must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (name, value) in self.entries() {
+            writeln!(f, "  {name:<28} {value}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_toml_file_overrides_only_what_it_names() {
+        let c: Config = toml::from_str("port = 7000\nappendfsync = \"always\"\n").unwrap();
+        assert_eq!(c.port, 7000);
+        assert_eq!(c.appendfsync, Appendfsync::Always);
+        assert_eq!(c.bind, DEFAULT_BIND);
+        assert!(toml::from_str::<Config>("prot = 1\n").is_err());
+    }
+}

@@ -1,0 +1,122 @@
+//! One RESP connection: read, decode every complete request, execute them as one batch, write
+//! every reply with one write, repeat.
+//!
+//! A batch runs on the runtime thread that read it: an engine write is a memory insert plus a
+//! buffered WAL append, cheaper than a hop to another thread. Under `appendfsync always` a batch
+//! with writes then waits, without blocking the thread, for a ticket of the WAL syncer
+//! (`store::syncer`): one fsync covers the batches of every connection.
+//!
+//! A protocol error (malformed frame, a broken limit) is answered with Redis's error text after
+//! the replies to the requests before it, and the connection is closed, as Redis does.
+//! At shutdown the connection stops reading but finishes the batch it is running.
+
+use crate::config::Appendfsync;
+use crate::exec;
+use crate::metrics::add;
+use crate::session::{After, Session};
+use crate::shared::Shared;
+use bytes::BytesMut;
+use shale_proto::resp::{ReplyWriter, Request, RequestDecoder};
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Bytes reserved in the read buffer before each read.
+pub const READ_CHUNK: usize = 16 * 1024;
+/// Most bytes reserved for one read when a large argument is on its way.
+pub const MAX_READ_RESERVE: usize = 1 << 20;
+
+/// Serves one client until it leaves, breaks the protocol, or the server shuts down.
+pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
+    let _ = stream.set_nodelay(true);
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let mut session = Some(Session::new(id, peer, shared.config.requirepass.is_some()));
+    let mut decoder = RequestDecoder::new(shared.config.limits());
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut out = Some(BytesMut::with_capacity(READ_CHUNK));
+    let mut shutdown = shared.shutdown_tx.subscribe();
+    let mut requests: Vec<Request> = Vec::new();
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let want = decoder.bytes_needed().clamp(READ_CHUNK, MAX_READ_RESERVE);
+        buf.reserve(want);
+        let n = tokio::select! {
+            r = stream.read_buf(&mut buf) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            _ = shutdown.changed() => break,
+        };
+        add(&shared.metrics.net_input_bytes, n as u64);
+        let decoded = decoder.decode_all(&mut buf, &mut requests);
+        let mut o = out.take().unwrap_or_default();
+        let mut s = session.take().expect("session is always put back");
+        if !requests.is_empty() {
+            let requests_len = requests.len();
+            let batch = std::mem::take(&mut requests);
+            let always =
+                shared.store.appendfsync() == Appendfsync::Always && exec::writes_anything(&batch);
+            let ticket = if always {
+                let _executing = shared.store.syncer.executing();
+                exec::execute(&shared, &mut s, &batch, &mut o);
+                Some(shared.store.syncer.ticket())
+            } else {
+                exec::execute(&shared, &mut s, &batch, &mut o);
+                None
+            };
+            requests = batch;
+            requests.clear();
+            if let Some(ticket) = ticket {
+                // Replies wait for the fsync that covers the batch's writes.
+                let synced = ticket
+                    .await
+                    .unwrap_or_else(|_| Err("the WAL syncer stopped".into()));
+                if let Err(e) = synced {
+                    o.clear();
+                    for _ in 0..requests_len {
+                        ReplyWriter::new(&mut o, s.version)
+                            .error(format!("ERR engine: WAL sync failed: {e}").as_bytes());
+                    }
+                }
+            }
+        }
+        if let Err(e) = decoded {
+            if s.after == After::Continue {
+                add(&shared.metrics.protocol_errors, 1);
+                e.write_reply(&mut o);
+                s.after = After::Close;
+            }
+        }
+        if s.authenticated && decoder.limits().auth_required {
+            decoder.set_auth_required(false);
+        }
+        if !o.is_empty() {
+            add(&shared.metrics.net_output_bytes, o.len() as u64);
+            if stream.write_all(&o).await.is_err() {
+                break;
+            }
+            o.clear();
+        }
+        // A huge reply should not pin its buffer for the connection's lifetime.
+        if o.capacity() > MAX_READ_RESERVE {
+            o = BytesMut::with_capacity(READ_CHUNK);
+        }
+        let after = s.after;
+        session = Some(s);
+        out = Some(o);
+        match after {
+            After::Continue => {}
+            After::Close => break,
+            After::Shutdown => {
+                shared.request_shutdown();
+                break;
+            }
+        }
+    }
+    let _ = stream.shutdown().await;
+}

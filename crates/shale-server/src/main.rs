@@ -1,0 +1,120 @@
+//! The `shale` binary: `shale serve` runs the Redis-protocol server.
+
+use clap::{Args, Parser, Subcommand};
+use shale_server::{Appendfsync, Config};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "shale",
+    version,
+    about = "Shale: a persistent key-value store speaking the Redis protocol"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve the Redis protocol (default 127.0.0.1:6379, data in ./shale-data).
+    Serve(ServeArgs),
+}
+
+/// Command-line settings; each overrides the same setting of the configuration file.
+#[derive(Args)]
+struct ServeArgs {
+    /// TOML configuration file (keys as in `CONFIG GET *`, for example `port = 6380`).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1].
+    #[arg(long)]
+    bind: Option<String>,
+    /// Port to listen on; 0 picks a free one [default: 6379].
+    #[arg(long)]
+    port: Option<u16>,
+    /// Data directory [default: ./shale-data].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// When writes reach disk [default: everysec].
+    #[arg(long, value_enum)]
+    appendfsync: Option<Appendfsync>,
+    /// Password clients must give with AUTH.
+    #[arg(long)]
+    requirepass: Option<String>,
+    /// Port of the Prometheus /metrics endpoint [default: off].
+    #[arg(long)]
+    metrics_port: Option<u16>,
+    /// Most connected clients [default: 10000].
+    #[arg(long)]
+    maxclients: Option<usize>,
+    /// Largest argument (hence value) in bytes [default: 536870912].
+    #[arg(long)]
+    proto_max_bulk_len: Option<usize>,
+    /// Most arguments in one request [default: 1048576].
+    #[arg(long)]
+    max_multibulk_len: Option<usize>,
+    /// Largest request in bytes [default: 1073741824].
+    #[arg(long)]
+    client_query_buffer_limit: Option<usize>,
+    /// Most reply bytes one pipeline batch may produce [default: 536870912].
+    #[arg(long)]
+    client_output_buffer_limit: Option<usize>,
+    /// Runtime worker threads; 0 is one per CPU [default: 0].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Engine memory component [default: flodb].
+    #[arg(long, value_enum)]
+    memtable: Option<shale_server::config::Memtable>,
+}
+
+impl ServeArgs {
+    fn into_config(self) -> Result<Config, String> {
+        let mut c = match &self.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        macro_rules! set {
+            ($($field:ident),*) => { $(if let Some(v) = self.$field { c.$field = v; })* };
+        }
+        set!(
+            bind,
+            port,
+            dir,
+            appendfsync,
+            maxclients,
+            proto_max_bulk_len,
+            max_multibulk_len,
+            client_query_buffer_limit,
+            client_output_buffer_limit,
+            threads,
+            memtable
+        );
+        if self.requirepass.is_some() {
+            c.requirepass = self.requirepass;
+        }
+        if self.metrics_port.is_some() {
+            c.metrics_port = self.metrics_port;
+        }
+        Ok(c)
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let Cmd::Serve(args) = Cli::parse().command;
+    match args.into_config().and_then(shale_server::run) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shale: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

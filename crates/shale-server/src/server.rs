@@ -1,0 +1,238 @@
+//! The server's life: open the engine, bind, accept, run background tasks, shut down.
+//!
+//! Shutdown (SIGTERM, SIGINT or the SHUTDOWN command): stop accepting; every connection finishes
+//! the batch it is running, sends its replies and closes; background tasks stop; the WAL is
+//! synced and the database closed. Connections get [`DRAIN_TIMEOUT`] to finish before they are
+//! cut.
+//!
+//! The front ends sit behind [`Frontend`]: today only RESP; Mega-KV's binary protocol will be a
+//! second listener over the same [`Shared`] state.
+
+use crate::config::{Appendfsync, Config};
+use crate::shared::{Cursors, Shared};
+use crate::store::{expiry, Store};
+use crate::{connection, metrics, shutdown};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// How long connections get to finish their batch at shutdown.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Period of the expiry sweep.
+pub const SWEEP_INTERVAL: Duration = Duration::from_millis(100);
+/// Period of the WAL sync under `appendfsync everysec`.
+pub const EVERYSEC: Duration = Duration::from_secs(1);
+
+/// A wire protocol the server listens for. Each has its own listener and connection loop; all
+/// share the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frontend {
+    /// The Redis protocol.
+    Resp,
+}
+
+/// Runs the server until shutdown.
+///
+/// # Errors
+/// A message when the configuration is invalid, the database cannot be opened, or the address
+/// cannot be bound.
+pub fn run(config: Config) -> Result<(), String> {
+    config.validate()?;
+    let threads = if config.threads == 0 {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    } else {
+        config.threads
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("shale-worker")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: Config) -> Result<(), String> {
+    println!(
+        "shale {} starting with:\n{config}",
+        env!("CARGO_PKG_VERSION")
+    );
+    let options = config.engine_options();
+    let dir = config.dir.clone();
+    let db = tokio::task::spawn_blocking(move || shale::Db::open(&dir, options))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("cannot open the database in {}: {e}", config.dir.display()))?;
+    let store =
+        Store::new(db, config.appendfsync).map_err(|e| format!("cannot read the database: {e}"))?;
+    let listener = TcpListener::bind((config.bind.as_str(), config.port))
+        .await
+        .map_err(|e| format!("cannot listen on {}:{}: {e}", config.bind, config.port))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let metrics_listener = match config.metrics_port {
+        Some(p) => Some(
+            TcpListener::bind((config.bind.as_str(), p))
+                .await
+                .map_err(|e| format!("cannot listen for metrics on {}:{p}: {e}", config.bind))?,
+        ),
+        None => None,
+    };
+    let (shutdown_tx, _) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        store,
+        metrics: metrics::Metrics::default(),
+        cursors: Cursors::default(),
+        started: Instant::now(),
+        run_id: run_id(),
+        clients: AtomicUsize::new(0),
+        next_client_id: AtomicU64::new(1),
+        port: AtomicU64::new(u64::from(port)),
+        shutting_down: AtomicBool::new(false),
+        shutdown_tx,
+        last_sync: AtomicU64::new(0),
+        config,
+    });
+    let mut background = JoinSet::new();
+    if let Some(l) = metrics_listener {
+        let addr = l.local_addr().map_err(|e| e.to_string())?;
+        println!("metrics on http://{addr}/metrics");
+        background.spawn(metrics::http::serve(l, shared.clone()));
+    }
+    background.spawn(everysec(shared.clone()));
+    background.spawn(sweeper(shared.clone()));
+    background.spawn(shutdown::on_signals(shared.clone()));
+    let syncer = {
+        let sh = shared.clone();
+        std::thread::Builder::new()
+            .name("shale-wal-sync".into())
+            .spawn(move || sh.store.syncer.serve(|| sh.store.db().sync_wal()))
+            .map_err(|e| format!("cannot start the WAL syncer: {e}"))?
+    };
+    println!(
+        "ready to accept connections on {}:{port}",
+        shared.config.bind
+    );
+    accept(listener, &shared, Frontend::Resp).await;
+    background.abort_all();
+    while background.join_next().await.is_some() {}
+    shared.store.syncer.stop();
+    let _ = tokio::task::spawn_blocking(move || syncer.join()).await;
+    finish(shared).await
+}
+
+/// Accepts connections until shutdown starts, then waits for them to finish.
+async fn accept(listener: TcpListener, shared: &Arc<Shared>, frontend: Frontend) {
+    let Frontend::Resp = frontend;
+    let mut connections = JoinSet::new();
+    let mut shutdown = shared.shutdown_tx.subscribe();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((mut stream, _)) = accepted else { continue };
+                metrics::add(&shared.metrics.connections_total, 1);
+                if shared.clients.load(Ordering::Relaxed) >= shared.config.maxclients {
+                    metrics::add(&shared.metrics.rejected_connections, 1);
+                    let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
+                    continue;
+                }
+                shared.clients.fetch_add(1, Ordering::Relaxed);
+                let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+                let sh = shared.clone();
+                connections.spawn(async move {
+                    connection::serve(stream, sh.clone(), id).await;
+                    sh.clients.fetch_sub(1, Ordering::Relaxed);
+                });
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    let deadline = tokio::time::sleep(DRAIN_TIMEOUT);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            next = connections.join_next() => if next.is_none() { break },
+            _ = &mut deadline => {
+                tracing::warn!(left = connections.len(), "connections still busy at shutdown; cutting them");
+                connections.abort_all();
+                while connections.join_next().await.is_some() {}
+                break;
+            }
+        }
+    }
+}
+
+/// Syncs and closes the database.
+async fn finish(shared: Arc<Shared>) -> Result<(), String> {
+    tokio::task::spawn_blocking(move || {
+        let sync = shared.store.db().sync_wal();
+        let close = match Arc::try_unwrap(shared) {
+            Ok(sh) => sh.store.into_db().close(),
+            Err(_) => Ok(()), // Still shared: dropping the last handle closes it.
+        };
+        sync.and(close)
+            .map_err(|e| format!("closing the database failed: {e}"))
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    println!("shale stopped");
+    Ok(())
+}
+
+/// `appendfsync everysec`: syncs the WAL once a second.
+async fn everysec(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(EVERYSEC);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if shared.store.appendfsync() != Appendfsync::Everysec {
+            continue;
+        }
+        let sh = shared.clone();
+        let r = tokio::task::spawn_blocking(move || sh.store.db().sync_wal()).await;
+        match r {
+            Ok(Ok(())) => shared
+                .last_sync
+                .store(crate::store::now_ms() / 1000, Ordering::Relaxed),
+            Ok(Err(e)) => tracing::error!(error = %e, "WAL sync failed"),
+            Err(_) => return,
+        }
+    }
+}
+
+/// The bounded background expiry sweep.
+async fn sweeper(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let sh = shared.clone();
+        match tokio::task::spawn_blocking(move || expiry::sweep(&sh.store)).await {
+            Ok(Ok(n)) => metrics::add(&shared.metrics.expired_keys, n as u64),
+            Ok(Err(e)) => tracing::warn!(error = %e, "expiry sweep failed"),
+            Err(_) => return,
+        }
+    }
+}
+
+fn run_id() -> String {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+        ^ u128::from(std::process::id()) << 64;
+    let mut x = seed as u64 ^ (seed >> 64) as u64;
+    (0..5)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            format!("{x:016x}")
+        })
+        .collect::<String>()[..40]
+        .to_string()
+}
