@@ -238,7 +238,12 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
     let mut edit = VersionEdit::default();
     let mut max_seq: SeqNo = 0;
     let mut mem: Arc<dyn Memtable> = memtable::new_memtable(&inner.options);
-    for &number in wals {
+    // Sequence numbers run on without a gap from one WAL to the next. A gap at the start of a WAL
+    // means the older WAL lost writes at a power loss (it was handed to the operating system but
+    // not fsynced when the newer one started); nothing after the gap was ever acknowledged as
+    // synced (`WalState::retired`), and replaying it would break the prefix property.
+    let mut expected: Option<SeqNo> = None;
+    'wals: for &number in wals {
         let path = filename::wal(&inner.dir, number);
         let data = inner
             .fs
@@ -249,6 +254,16 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
             let batch = WriteBatch::from_bytes(record.to_vec())
                 .map_err(|e| Error::corruption(&path, offset, e.message()))?;
             let mut seq = batch.seq();
+            if expected.is_some_and(|e| e != seq) {
+                tracing::warn!(
+                    file = %path.display(),
+                    offset,
+                    expected = expected.unwrap_or(0),
+                    found = seq,
+                    "a WAL starts after lost writes of an older one; replay stops here"
+                );
+                break 'wals;
+            }
             for entry in batch.iter() {
                 let (kind, key, value) =
                     entry.map_err(|e| Error::corruption(&path, offset, e.message()))?;
@@ -256,6 +271,7 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
                 max_seq = max_seq.max(seq);
                 seq += 1;
             }
+            expected = Some(seq);
             if mem.approximate_bytes() >= inner.options.write_buffer_size {
                 flush_recovered(inner, &mut mem, &mut edit)?;
             }

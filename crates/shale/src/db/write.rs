@@ -68,6 +68,11 @@ pub(crate) struct WalState {
     pub last_seq: SeqNo,
     /// The batch being committed (reused between groups).
     pub group: WriteBatch,
+    /// Earlier WALs whose bytes were handed to the operating system but not fsynced, oldest first.
+    // INVARIANT: every fsync of a WAL first fsyncs these (`sync_all`), so a write acknowledged as
+    // synced never follows a write that a power loss can still take; recovery stops at the first
+    // sequence-number gap between WALs, which only unsynced writes can leave.
+    retired: Vec<(u64, LogWriter)>,
     slowdown_debt_micros: f64,
 }
 
@@ -84,6 +89,7 @@ impl WalState {
             mem,
             last_seq,
             group: WriteBatch::new(),
+            retired: Vec::new(),
             slowdown_debt_micros: 0.0,
         }
     }
@@ -222,19 +228,17 @@ pub(crate) fn commit_group(inner: &DbInner, wal: &mut WalState, sync: bool) -> R
     let first_seq = wal.last_seq + 1;
     wal.group.set_seq(first_seq);
     let payload = wal.group.as_bytes();
-    let path = || filename::wal(&inner.dir, wal.number).display().to_string();
+    let payload_len = payload.len() as u64;
     if let Err(e) = wal
         .writer
         .add_record(payload)
         .and_then(|()| wal.writer.flush())
     {
-        return Err(inner.set_poison(Error::io(e, format!("append to {}", path()))));
+        let path = filename::wal(&inner.dir, wal.number);
+        return Err(inner.set_poison(Error::io(e, format!("append to {}", path.display()))));
     }
     if sync {
-        if let Err(e) = wal.writer.sync() {
-            return Err(inner.set_poison(Error::io(e, format!("sync {}", path()))));
-        }
-        inner.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
+        sync_all(inner, wal)?;
     }
 
     let mut seq = first_seq;
@@ -250,7 +254,7 @@ pub(crate) fn commit_group(inner: &DbInner, wal: &mut WalState, sync: bool) -> R
 
     let c = &inner.counters;
     c.wal_bytes_written
-        .fetch_add(payload.len() as u64, Ordering::Relaxed);
+        .fetch_add(payload_len, Ordering::Relaxed);
     c.user_bytes_written
         .fetch_add(user_bytes, Ordering::Relaxed);
     Ok(())
@@ -343,7 +347,7 @@ fn stall(
 ///
 /// # Errors
 /// `Io` when the new WAL cannot be created (nothing changes; the write can be retried); a `Poisoned`
-/// error when the old WAL cannot be synced.
+/// error when the old WAL cannot be written.
 pub(crate) fn switch_memtable(
     inner: &DbInner,
     wal: &mut WalState,
@@ -359,16 +363,20 @@ pub(crate) fn switch_memtable(
         .fs
         .sync_dir(&inner.dir)
         .map_err(|e| Error::io(e, format!("sync directory {}", inner.dir.display())))?;
-    // Sync the old WAL first: after a power loss the newer WAL must never hold writes that follow
-    // writes lost from the older one.
-    if let Err(e) = wal.writer.sync() {
+    // The old WAL is handed to the operating system, not fsynced: a switch must not stop every
+    // writer for an fsync of a whole memtable's log. The next fsync of any WAL syncs it first
+    // (see `WalState::retired`); once its memtable is in an SST it is obsolete and dropped.
+    if let Err(e) = wal.writer.flush() {
         let old = filename::wal(&inner.dir, wal.number);
-        return Err(inner.set_poison(Error::io(e, format!("sync {}", old.display()))));
+        return Err(inner.set_poison(Error::io(e, format!("write {}", old.display()))));
     }
+    let log_number = state.versions.log_number();
+    wal.retired.retain(|(n, _)| *n >= log_number);
     let mem = memtable::new_memtable(&inner.options);
     let old_mem = std::mem::replace(&mut wal.mem, mem.clone());
     let old_number = std::mem::replace(&mut wal.number, number);
-    wal.writer = LogWriter::new(file);
+    let old_writer = std::mem::replace(&mut wal.writer, LogWriter::new(file));
+    wal.retired.push((old_number, old_writer));
     state.sealed.push_back(Sealed {
         mem: old_mem,
         wal: old_number,
@@ -380,33 +388,35 @@ pub(crate) fn switch_memtable(
     Ok(())
 }
 
-/// Syncs the WAL at close, so writes made with `Durability::Buffered` survive a power loss after a
-/// clean close.
-/// Fsyncs the active WAL, so every write acknowledged so far survives power loss. A failed fsync
-/// poisons the database (the page cache may have dropped the dirty pages).
+/// Fsyncs the retired WALs, oldest first, then the active one. A failed fsync poisons the
+/// database (the page cache may have dropped the dirty pages).
+fn sync_all(inner: &DbInner, wal: &mut WalState) -> Result<()> {
+    let poison = |number: u64, e: std::io::Error| {
+        let path = filename::wal(&inner.dir, number);
+        inner.set_poison(Error::io(e, format!("sync {}", path.display())))
+    };
+    while let Some((number, writer)) = wal.retired.first_mut() {
+        let number = *number;
+        writer.sync().map_err(|e| poison(number, e))?;
+        wal.retired.remove(0);
+    }
+    let number = wal.number;
+    wal.writer.sync().map_err(|e| poison(number, e))?;
+    inner.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Fsyncs the WALs, so every write acknowledged so far survives power loss.
 pub(crate) fn sync_wal(inner: &DbInner) -> Result<()> {
     inner.check_open()?;
     if let Some(e) = inner.poison_error() {
         return Err(e);
     }
-    let mut wal = inner.wal.lock();
-    let number = wal.number;
-    match wal.writer.sync() {
-        Ok(()) => {
-            inner.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
-            Ok(())
-        }
-        Err(e) => {
-            let path = filename::wal(&inner.dir, number);
-            Err(inner.set_poison(Error::io(e, format!("sync {}", path.display()))))
-        }
-    }
+    sync_all(inner, &mut inner.wal.lock())
 }
 
+/// Syncs the WALs at close, so writes made with `Durability::Buffered` survive a power loss after
+/// a clean close.
 pub(crate) fn sync_wal_at_close(inner: &DbInner) -> Result<()> {
-    let mut wal = inner.wal.lock();
-    let path = filename::wal(&inner.dir, wal.number);
-    wal.writer
-        .sync()
-        .map_err(|e| Error::io(e, format!("sync {}", path.display())))
+    sync_all(inner, &mut inner.wal.lock())
 }
