@@ -15,6 +15,9 @@
 //! Everything runs on the in-memory file system. `SHALE_GC_STRESS_OPS` (default 5000) sets the
 //! writer's operations in the concurrent test, for a longer soak.
 
+mod common;
+
+use common::record_size;
 use shale::fs::MemFs;
 use shale::{Db, ErrorKind, GcEngineKind, GcMode, Options, NO_BLOB_FILES};
 use std::collections::BTreeMap;
@@ -83,23 +86,6 @@ fn value_len(i: u32, generation: u32) -> usize {
         2 => MIN_BLOB,
         _ => MIN_BLOB + h % 300,
     }
-}
-
-fn varint_len(mut n: u64) -> u64 {
-    let mut len = 1;
-    while n >= 0x80 {
-        n >>= 7;
-        len += 1;
-    }
-    len
-}
-
-/// The size of a blob record per docs/format/blob.md: crc32c, two varint lengths, key, value.
-fn record_size(key_len: usize, value_len: usize) -> u64 {
-    4 + varint_len(key_len as u64)
-        + varint_len(value_len as u64)
-        + key_len as u64
-        + value_len as u64
 }
 
 fn show(bytes: &[u8]) -> String {

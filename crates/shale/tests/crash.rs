@@ -8,6 +8,9 @@
 //!
 //! `SHALE_CRASH_SEEDS` raises the number of seeds (default 300) for a longer soak.
 
+mod common;
+
+use common::Rng;
 use shale::fs::{FaultFs, MemFs};
 use shale::{Compression, Db, Durability, Options, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;
@@ -20,22 +23,6 @@ const DEFAULT_SEEDS: u64 = 300;
 const MAX_WRITES: usize = 3000;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-/// A small deterministic generator (splitmix64), so a failing seed reproduces exactly.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// One attempted write: the entries it applies, in order (`None` deletes).
 type Write = Vec<(Vec<u8>, Option<Vec<u8>>)>;

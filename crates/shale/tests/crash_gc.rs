@@ -26,6 +26,9 @@
 //! `SHALE_CRASH_GC_ROUNDS` sets the number of seeds (different key counts, value sizes and
 //! histories); the default is 2, raise it for a longer soak.
 
+mod common;
+
+use common::{record_size, Rng};
 use shale::fs::FaultFs;
 use shale::{
     Db, Durability, GcEngineKind, GcMode, Options, WriteBatch, WriteOptions,
@@ -43,22 +46,6 @@ const MIN_BLOB: usize = 64;
 const TINY_MANIFEST: u64 = 1;
 /// Crash points past the measured count, in case a run does a few more operations.
 const EXTRA_POINTS: u64 = 4;
-
-/// A small deterministic generator (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 #[derive(Debug, Clone, Copy)]
 struct Scenario {
@@ -108,23 +95,6 @@ fn value(i: u64, generation: u64, len: usize) -> Vec<u8> {
         v.push(b'a' + ((v.len() as u64 + i + generation) % 26) as u8);
     }
     v
-}
-
-fn varint_len(mut n: u64) -> u64 {
-    let mut len = 1;
-    while n >= 0x80 {
-        n >>= 7;
-        len += 1;
-    }
-    len
-}
-
-/// The size of a blob record per docs/format/blob.md.
-fn record_size(key_len: usize, value_len: usize) -> u64 {
-    4 + varint_len(key_len as u64)
-        + varint_len(value_len as u64)
-        + key_len as u64
-        + value_len as u64
 }
 
 /// Bytes of the blob records the live values of `model` need.
