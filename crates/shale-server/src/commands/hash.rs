@@ -129,20 +129,7 @@ pub(super) fn hdel(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
             removed += 1;
         }
     }
-    let len = meta.len.saturating_sub(removed);
-    if len == 0 {
-        if meta.expire_at != 0 {
-            ctx.txn.delete(&format::expiry_key(meta.expire_at, key));
-        }
-        ctx.txn.delete(&format::meta_key(key));
-    } else if removed > 0 {
-        ctx.txn.put(
-            &format::meta_key(key),
-            &format::collection_meta(Kind::Hash, meta.expire_at, meta.generation, len),
-        );
-    }
-    ctx.w().integer(removed as i64);
-    Ok(())
+    super::finish_removal(ctx, key, &meta, Kind::Hash, removed)
 }
 
 pub(super) fn hlen(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {

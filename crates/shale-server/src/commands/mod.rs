@@ -101,6 +101,33 @@ impl Ctx<'_, '_> {
 /// A command handler.
 pub type Handler = fn(&mut Ctx<'_, '_>, &[Bytes]) -> CmdResult;
 
+/// Ends HDEL and ZREM: `removed` fields or members of the collection `key` (described by `meta`)
+/// were deleted. Rewrites the length in its meta record, or deletes the collection (and its expiry
+/// entry) when nothing is left, and replies with `removed`.
+fn finish_removal(
+    ctx: &mut Ctx<'_, '_>,
+    key: &[u8],
+    meta: &crate::store::format::Meta,
+    kind: crate::store::format::Kind,
+    removed: u64,
+) -> CmdResult {
+    use crate::store::format;
+    let len = meta.len.saturating_sub(removed);
+    if len == 0 {
+        if meta.expire_at != 0 {
+            ctx.txn.delete(&format::expiry_key(meta.expire_at, key));
+        }
+        ctx.txn.delete(&format::meta_key(key));
+    } else if removed > 0 {
+        ctx.txn.put(
+            &format::meta_key(key),
+            &format::collection_meta(kind, meta.expire_at, meta.generation, len),
+        );
+    }
+    ctx.w().integer(removed as i64);
+    Ok(())
+}
+
 /// One entry of the table.
 pub struct Command {
     /// Lower-case name.
