@@ -44,6 +44,7 @@ pub(crate) fn get_varint32(data: &[u8]) -> Option<(u32, usize)> {
 
 /// The number of bytes `put_varint64(v)` writes.
 #[inline]
+#[cfg(test)]
 pub(crate) fn varint_len(mut v: u64) -> usize {
     let mut n = 1;
     while v >= 0x80 {

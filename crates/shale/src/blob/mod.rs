@@ -40,6 +40,7 @@ mod writer;
 
 pub(crate) use bitmap::Bitmap;
 pub(crate) use blob_ref::BlobRef;
+pub(crate) use format::record_len;
 pub(crate) use gc::{GcCompletion, GcEngine, GcTask, InlineGcEngine, OnComplete, WorkerGcEngine};
 pub(crate) use reader::BlobReader;
 pub(crate) use writer::{BlobFileInfo, BlobWriter};

@@ -8,22 +8,22 @@
 //! Also here: the size of a blob record as garbage accounting counts it, so that compaction can
 //! turn a dropped reference into exact garbage bytes without reading the blob file.
 
-use crate::blob::{Bitmap, BlobRef, BlobWriter};
+use crate::blob::{record_len, Bitmap, BlobRef, BlobWriter};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::Fs;
-use crate::varint::varint_len;
 use crate::version::edit::BlobFileEdit;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Bytes of the record of a `key_len`-byte key and a `value_len`-byte value in a blob file:
-/// checksum, two varint lengths, key, value (docs/format/blob.md).
+/// Bytes of the record of a `key_len`-byte key and a `value_len`-byte value in a blob file
+/// (docs/format/blob.md): what garbage accounting counts for it. Lengths come from a `BlobRef`
+/// and a key that fit the format, so the sum cannot overflow in practice; it saturates if it did.
 pub(crate) fn record_size(key_len: usize, value_len: u64) -> u64 {
-    4 + varint_len(key_len as u64) as u64
-        + varint_len(value_len) as u64
-        + key_len as u64
-        + value_len
+    usize::try_from(value_len)
+        .ok()
+        .and_then(|v| record_len(key_len, v))
+        .unwrap_or(u64::MAX)
 }
 
 /// Writes the blob files of one flush.
