@@ -532,6 +532,22 @@ fn an_open_iterator_keeps_the_old_physical_blob_file() {
 /// Without a reader left, the files on disk after `collect_garbage` are exactly the physical
 /// files of the version, and each holds only live records: nothing obsolete waits for some
 /// later, unrelated flush or compaction to be deleted.
+/// Opens a store with `n` keys of 150-byte values, flushed, then every other key overwritten and
+/// everything compacted: blob files half garbage, GC's work ready.
+fn open_with_half_overwritten(options: &Options, n: u32) -> (Db, Model) {
+    let db = Db::open(DIR, options.clone()).unwrap();
+    let mut model = Model::new();
+    for i in 0..n {
+        put(&db, &mut model, key(i), value(i, 0, 150));
+    }
+    db.flush().unwrap();
+    for i in (0..n).step_by(2) {
+        put(&db, &mut model, key(i), value(i, 1, 20));
+    }
+    db.compact_range::<&[u8], _>(..).unwrap();
+    (db, model)
+}
+
 #[test]
 fn no_obsolete_physical_blob_file_outlives_collect_garbage() {
     let fs = MemFs::new();
@@ -540,16 +556,7 @@ fn no_obsolete_physical_blob_file_outlives_collect_garbage() {
         ..base_options(&fs)
     };
     const N: u32 = 120;
-    let db = Db::open(DIR, options.clone()).unwrap();
-    let mut model = Model::new();
-    for i in 0..N {
-        put(&db, &mut model, key(i), value(i, 0, 150));
-    }
-    db.flush().unwrap();
-    for i in (0..N).step_by(2) {
-        put(&db, &mut model, key(i), value(i, 1, 20));
-    }
-    db.compact_range::<&[u8], _>(..).unwrap();
+    let (db, model) = open_with_half_overwritten(&options, N);
     db.collect_garbage().unwrap();
     let s = db.stats();
     assert!(s.gc_runs > 0 && s.blob_garbage_bytes == 0, "{s:?}");
@@ -590,16 +597,7 @@ fn closing_while_background_gc_tasks_run_loses_nothing_and_leaves_no_partial_out
         ..base_options(&fs)
     };
     const N: u32 = 300;
-    let db = Db::open(DIR, options.clone()).unwrap();
-    let mut model = Model::new();
-    for i in 0..N {
-        put(&db, &mut model, key(i), value(i, 0, 150));
-    }
-    db.flush().unwrap();
-    for i in (0..N).step_by(2) {
-        put(&db, &mut model, key(i), value(i, 1, 20));
-    }
-    db.compact_range::<&[u8], _>(..).unwrap();
+    let (db, model) = open_with_half_overwritten(&options, N);
     // The background worker has submitted GC tasks by now or will in a moment; close mid-copy.
     std::thread::sleep(std::time::Duration::from_millis(30));
     let s = db.stats();
