@@ -113,6 +113,7 @@ fn flush_oldest(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<()
         return Ok(());
     };
     let mem = sealed.mem.clone();
+    let sealed_last_seq = sealed.last_seq;
     let number = state.versions.new_file_number();
     state.pending_outputs.insert(number);
     let snapshots: Vec<SeqNo> = state.snapshots.keys().copied().collect();
@@ -137,11 +138,11 @@ fn flush_oldest(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<()
     let blob_bytes = flushed.blob_bytes;
     flushed.add_to(&mut edit, &state.versions.current());
     edit.log_number = Some(state.sealed.get(1).map_or(state.mem_wal, |s| s.wal));
-    let visible = inner
-        .visible_seq
-        .load(Ordering::Acquire)
-        .max(state.versions.last_seq());
-    state.versions.set_last_seq(visible);
+    // The MANIFEST's last sequence number is the last one in flushed data, not the last one
+    // handed out: recovery expects the first WAL it replays to start right after it, and so
+    // notices when that WAL was lost at a power loss while a newer one survived.
+    let flushed_through = sealed_last_seq.max(state.versions.last_seq());
+    state.versions.set_last_seq(flushed_through);
     // On a MANIFEST failure the edit may or may not be on disk: the output stays (and stays
     // protected as pending) so that whichever MANIFEST recovery finds is complete.
     state.versions.log_and_apply(edit)?;

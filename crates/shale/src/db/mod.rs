@@ -78,6 +78,8 @@ pub(crate) struct SuperVersion {
 pub(crate) struct Sealed {
     pub mem: Arc<dyn Memtable>,
     pub wal: u64,
+    /// The last sequence number written to `mem`: the next WAL starts right after it.
+    pub last_seq: SeqNo,
 }
 
 /// Mutable database state, under `DbInner::state`.

@@ -242,6 +242,10 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
     // means the older WAL lost writes at a power loss (it was handed to the operating system but
     // not fsynced when the newer one started); nothing after the gap was ever acknowledged as
     // synced (`WalState::retired`), and replaying it would break the prefix property.
+    // The first WAL starts right after the last sequence number in flushed data (the MANIFEST's);
+    // a MANIFEST written before that rule may name a later one, so there only a jump forward
+    // is a gap.
+    let flushed_through = inner.state.lock().versions.last_seq();
     let mut expected: Option<SeqNo> = None;
     'wals: for &number in wals {
         let path = filename::wal(&inner.dir, number);
@@ -254,11 +258,15 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
             let batch = WriteBatch::from_bytes(record.to_vec())
                 .map_err(|e| Error::corruption(&path, offset, e.message()))?;
             let mut seq = batch.seq();
-            if expected.is_some_and(|e| e != seq) {
+            let gap = match expected {
+                Some(e) => e != seq,
+                None => seq > flushed_through + 1,
+            };
+            if gap {
                 tracing::warn!(
                     file = %path.display(),
                     offset,
-                    expected = expected.unwrap_or(0),
+                    expected = expected.unwrap_or(flushed_through + 1),
                     found = seq,
                     "a WAL starts after lost writes of an older one; replay stops here"
                 );

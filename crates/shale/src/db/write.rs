@@ -380,6 +380,7 @@ pub(crate) fn switch_memtable(
     state.sealed.push_back(Sealed {
         mem: old_mem,
         wal: old_number,
+        last_seq: wal.last_seq,
     });
     state.mem = mem;
     state.mem_wal = number;

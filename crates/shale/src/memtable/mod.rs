@@ -13,6 +13,7 @@
 
 mod arena;
 mod flodb;
+mod point_index;
 mod skiplist;
 #[cfg(test)]
 mod test_support;

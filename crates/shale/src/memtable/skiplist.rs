@@ -28,6 +28,7 @@
 //! iterator holds an `Arc` of the memtable, which keeps every node it can point at alive.
 
 use super::arena::Arena;
+use super::point_index::{self, IndexWriter, IndexedNode, Lookup, PointIndex};
 use super::{Memtable, MemtableGet};
 use crate::error::Result;
 use crate::iter::InternalIterator;
@@ -63,6 +64,7 @@ const SLOT: usize = size_of::<AtomicPtr<Node>>();
 /// The state only inserts touch, guarded by the insert lock.
 struct Writer {
     arena: Arena,
+    index: IndexWriter,
     /// xorshift64 state for tower heights; never zero.
     rng: u64,
 }
@@ -92,6 +94,8 @@ pub struct SkipListMemtable {
     // INVARIANT: 1 <= max_height <= MAX_HEIGHT, and every level at or above it is empty (null at
     // the head). Readers may see a stale value, which is harmless either way.
     max_height: AtomicUsize,
+    /// User key -> newest node, for point lookups.
+    index: PointIndex,
     writer: Mutex<Writer>,
     bytes: AtomicUsize,
     len: AtomicUsize,
@@ -137,6 +141,20 @@ unsafe fn slot(node: *const Node, level: usize) -> *const AtomicPtr<Node> {
 unsafe fn next(node: *const Node, level: usize) -> *mut Node {
     // SAFETY: caller's contract; the slot holds an initialized AtomicPtr.
     unsafe { (*slot(node, level)).load(AtomicOrdering::Acquire) }
+}
+
+// SAFETY: both read the key bytes, initialized before the node is published and never written
+// again.
+unsafe impl IndexedNode for Node {
+    unsafe fn user_key<'a>(node: *const Node) -> &'a [u8] {
+        // SAFETY: caller's contract; entry keys always hold a trailer.
+        let ikey = unsafe { node_key(node) };
+        &ikey[..ikey.len() - TRAILER_LEN]
+    }
+    unsafe fn seq(node: *const Node) -> SeqNo {
+        // SAFETY: caller's contract.
+        key::trailer(unsafe { node_key(node) }) >> 8
+    }
 }
 
 /// The internal key of `node`.
@@ -285,12 +303,15 @@ impl SkipListMemtable {
             ptr::addr_of_mut!((*head).value_len).write(0);
             NonNull::new_unchecked(head)
         };
+        let (index, index_writer) = PointIndex::new();
         SkipListMemtable {
             head,
             max_height: AtomicUsize::new(1),
-            bytes: AtomicUsize::new(arena.used()),
+            index,
+            bytes: AtomicUsize::new(arena.used() + index_writer.bytes()),
             writer: Mutex::new(Writer {
                 arena,
+                index: index_writer,
                 rng: 0x2545_f491_4f6c_dd1d,
             }),
             len: AtomicUsize::new(0),
@@ -454,14 +475,20 @@ impl SkipListMemtable {
                     (*slot(*p, l)).store(node, AtomicOrdering::Release);
                     *p = node;
                 }
+                // SAFETY: we hold the insert lock; the node is complete and linked, and lives
+                // in the arena as long as the memtable.
+                let h = point_index::hash(user_key);
+                self.index.insert(&mut writer.index, h, node);
             }
             if height > max_height {
                 max_height = height;
                 self.max_height.store(height, AtomicOrdering::Relaxed);
             }
         }
-        self.bytes
-            .store(writer.arena.used(), AtomicOrdering::Relaxed);
+        self.bytes.store(
+            writer.arena.used() + writer.index.bytes(),
+            AtomicOrdering::Relaxed,
+        );
         self.len.fetch_add(entries.len(), AtomicOrdering::Relaxed);
     }
 
@@ -513,21 +540,39 @@ impl Memtable for SkipListMemtable {
             for (level, &p) in prev.iter().enumerate().take(height) {
                 (*slot(p, level)).store(node, AtomicOrdering::Release);
             }
+            // SAFETY: we hold the insert lock; the node is complete and linked, and lives in the
+            // arena as long as the memtable.
+            self.index
+                .insert(&mut writer.index, point_index::hash(user_key), node);
         }
         if height > self.max_height.load(AtomicOrdering::Relaxed) {
             self.max_height.store(height, AtomicOrdering::Relaxed);
         }
-        self.bytes
-            .store(writer.arena.used(), AtomicOrdering::Relaxed);
+        self.bytes.store(
+            writer.arena.used() + writer.index.bytes(),
+            AtomicOrdering::Relaxed,
+        );
         self.len.fetch_add(1, AtomicOrdering::Relaxed);
     }
 
     fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemtableGet> {
-        let target = Target {
-            user_key,
-            trailer: key::pack_trailer(snapshot, KIND_FOR_SEEK),
+        // SAFETY: the index holds only published nodes of this memtable's arena.
+        let node = match unsafe {
+            self.index
+                .lookup::<Node>(user_key, point_index::hash(user_key))
+        } {
+            Lookup::Absent => return None,
+            // SAFETY: an indexed node is a published entry node living as long as `self`.
+            Lookup::Newest(node) if unsafe { Node::seq(node) } <= snapshot => node,
+            // Newer than the snapshot (or no index): search for the newest visible version.
+            Lookup::Newest(_) | Lookup::Unknown => {
+                let target = Target {
+                    user_key,
+                    trailer: key::pack_trailer(snapshot, KIND_FOR_SEEK),
+                };
+                self.find::<false>(target, None).1
+            }
         };
-        let (_, node) = self.find::<false>(target, None);
         if node.is_null() {
             return None;
         }
