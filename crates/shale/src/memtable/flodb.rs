@@ -368,6 +368,12 @@ impl FloDbMemtable {
     /// drain thread that the system refuses to start is skipped: draining is only an
     /// optimization (buckets still empty by write-through and at `iter`).
     pub fn new(config: FloDbConfig) -> FloDbMemtable {
+        FloDbMemtable::with_expected_bytes(config, 0)
+    }
+
+    /// An empty memtable whose skiplist expects to hold about `bytes` of entries (see
+    /// [`SkipListMemtable::with_expected_bytes`]).
+    pub fn with_expected_bytes(config: FloDbConfig, bytes: usize) -> FloDbMemtable {
         let wanted = (config.membuffer_bytes / BUCKET_BYTES).max(1);
         let bucket_bits = usize::BITS - 1 - wanted.leading_zeros();
         let buckets: Box<[Bucket]> = (0..1usize << bucket_bits)
@@ -387,7 +393,7 @@ impl FloDbMemtable {
             prefix_bits: config.prefix_bits,
             due: (0..due_words).map(|_| AtomicU64::new(0)).collect(),
             buckets,
-            skiplist: Arc::new(SkipListMemtable::new()),
+            skiplist: Arc::new(SkipListMemtable::with_expected_bytes(bytes)),
             entries: EntryAllocator::new(),
         });
         let mut handles = Vec::with_capacity(threads);

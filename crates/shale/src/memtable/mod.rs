@@ -59,11 +59,16 @@ pub trait Memtable: Send + Sync {
 /// A new, empty memtable of the kind `options` asks for.
 pub(crate) fn new_memtable(options: &crate::Options) -> Arc<dyn Memtable> {
     match options.memtable {
-        crate::MemtableKind::SkipList => Arc::new(SkipListMemtable::new()),
-        crate::MemtableKind::FloDb => Arc::new(FloDbMemtable::new(FloDbConfig {
-            membuffer_bytes: options.membuffer_size,
-            prefix_bits: options.membuffer_prefix_bits,
-            drain_threads: options.drain_threads,
-        })),
+        crate::MemtableKind::SkipList => Arc::new(SkipListMemtable::with_expected_bytes(
+            options.write_buffer_size,
+        )),
+        crate::MemtableKind::FloDb => Arc::new(FloDbMemtable::with_expected_bytes(
+            FloDbConfig {
+                membuffer_bytes: options.membuffer_size,
+                prefix_bits: options.membuffer_prefix_bits,
+                drain_threads: options.drain_threads,
+            },
+            options.write_buffer_size,
+        )),
     }
 }

@@ -27,10 +27,11 @@
 use crate::key::SeqNo;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
-/// Slots in a new index: 1024 (8 KiB); the table doubles as the memtable grows.
+/// Fewest slots in a new index: 1024 (8 KiB); the table doubles as the memtable grows.
 const INITIAL_SLOTS: usize = 1024;
 
-/// Bytes of a new, empty index.
+/// Bytes of a new index made for few entries.
+#[cfg(test)]
 pub(crate) const INITIAL_BYTES: usize = INITIAL_SLOTS * SLOT_BYTES;
 
 /// A table grows (doubles) when more than this share of its slots is occupied: linear probing
@@ -58,11 +59,22 @@ struct Table {
 }
 
 impl Table {
+    /// A table of `len` empty slots, from zeroed memory: the pages are touched only as slots
+    /// fill, not all at once when a memtable starts.
     fn new(len: usize) -> Box<Table> {
         debug_assert!(len.is_power_of_two());
-        Box::new(Table {
-            slots: (0..len).map(|_| AtomicU64::new(0)).collect(),
-        })
+        let layout = std::alloc::Layout::array::<AtomicU64>(len).expect("index table layout");
+        // SAFETY: the layout has a non-zero size (len >= 1). All-zero bytes are a valid
+        // `AtomicU64` (0), and the block was allocated by the global allocator with exactly the
+        // layout a `Box<[AtomicU64]>` of `len` elements uses, so the box may own and free it.
+        let slots = unsafe {
+            let ptr = std::alloc::alloc_zeroed(layout) as *mut AtomicU64;
+            if ptr.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len))
+        };
+        Box::new(Table { slots })
     }
 
     fn mask(&self) -> usize {
@@ -124,9 +136,13 @@ pub(crate) unsafe trait IndexedNode {
 }
 
 impl PointIndex {
-    /// An empty index and its writer state.
-    pub(crate) fn new() -> (PointIndex, IndexWriter) {
-        let table = Table::new(INITIAL_SLOTS);
+    /// An empty index sized for about `entries` keys, and its writer state.
+    pub(crate) fn new(entries: usize) -> (PointIndex, IndexWriter) {
+        let slots = (entries.saturating_mul(MAX_LOAD.1) / MAX_LOAD.0)
+            .max(INITIAL_SLOTS)
+            .checked_next_power_of_two()
+            .unwrap_or(INITIAL_SLOTS);
+        let table = Table::new(slots);
         (
             PointIndex {
                 current: AtomicPtr::new(Box::into_raw(table)),
@@ -135,7 +151,7 @@ impl PointIndex {
             IndexWriter {
                 occupied: 0,
                 retired: Vec::new(),
-                bytes: INITIAL_BYTES,
+                bytes: slots * SLOT_BYTES,
             },
         )
     }

@@ -287,6 +287,12 @@ fn prefetch(p: *const Node) {
 impl SkipListMemtable {
     /// An empty memtable.
     pub fn new() -> SkipListMemtable {
+        SkipListMemtable::with_expected_bytes(0)
+    }
+
+    /// An empty memtable that expects to hold about `bytes` of entries: its point index starts
+    /// large enough for them (at an average entry of 192 bytes), so it need not grow.
+    pub fn with_expected_bytes(bytes: usize) -> SkipListMemtable {
         let mut arena = Arena::new();
         let block = arena.alloc(node_size(MAX_HEIGHT, 0, 0));
         // SAFETY: the block holds MAX_HEIGHT slots and a header; the node pointer is the last
@@ -303,7 +309,7 @@ impl SkipListMemtable {
             ptr::addr_of_mut!((*head).value_len).write(0);
             NonNull::new_unchecked(head)
         };
-        let (index, index_writer) = PointIndex::new();
+        let (index, index_writer) = PointIndex::new(bytes / 192);
         SkipListMemtable {
             head,
             max_height: AtomicUsize::new(1),
