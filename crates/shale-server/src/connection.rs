@@ -17,8 +17,10 @@ use crate::session::{After, Session};
 use crate::shared::Shared;
 use bytes::BytesMut;
 use shale_proto::resp::{ReplyWriter, Request, RequestDecoder};
+use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 /// Bytes reserved in the read buffer before each read.
@@ -46,7 +48,7 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
         let want = decoder.bytes_needed().clamp(READ_CHUNK, MAX_READ_RESERVE);
         buf.reserve(want);
         let n = tokio::select! {
-            r = stream.read_buf(&mut buf) => match r {
+            r = read_some(&stream, &mut buf) => match r {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             },
@@ -119,4 +121,45 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
         }
     }
     let _ = stream.shutdown().await;
+}
+
+/// Waits until the socket is readable and reads what it holds into `buf`'s spare capacity (which
+/// the caller reserved). `Ok(0)` is the end of the stream.
+///
+/// A read that returns less than the room it was given has emptied the socket's receive queue,
+/// so the runtime is told the socket is no longer readable (by reporting `WouldBlock` out of
+/// `try_io`, which clears the readiness it observed and no later one). Without this the next
+/// read would be a system call that only returns `EAGAIN`: one extra call per request, a quarter
+/// of the system calls of an unpipelined `GET`.
+async fn read_some(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
+    loop {
+        stream.readable().await?;
+        let mut got = None;
+        let result = stream.try_io(Interest::READABLE, || {
+            let spare = buf.spare_capacity_mut();
+            let room = spare.len();
+            // SAFETY: `recv` writes at most `room` bytes into the spare capacity, which is
+            // allocated and exclusively ours for the call; the descriptor is the stream's own.
+            let n = unsafe { libc::recv(stream.as_raw_fd(), spare.as_mut_ptr().cast(), room, 0) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let n = n as usize;
+            // SAFETY: the kernel initialized the first `n <= room` spare bytes.
+            unsafe { buf.set_len(buf.len() + n) };
+            got = Some(n);
+            if n > 0 && n < room {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(n)
+            }
+        });
+        match (result, got) {
+            (_, Some(n)) => return Ok(n),
+            (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            (Err(e), None) if e.kind() == io::ErrorKind::Interrupted => continue,
+            (Err(e), None) => return Err(e),
+            (Ok(n), None) => return Ok(n),
+        }
+    }
 }
