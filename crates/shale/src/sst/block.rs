@@ -104,6 +104,12 @@ impl Block {
     /// The whole key of the entry at restart point `i`, read in place.
     #[inline]
     fn restart_key(&self, i: usize) -> Result<&[u8], (usize, &'static str)> {
+        self.restart_entry(i).map(|(key, _)| key)
+    }
+
+    /// The whole key and the value of the entry at restart point `i`, read in place.
+    #[inline]
+    pub(crate) fn restart_entry(&self, i: usize) -> Result<(&[u8], &[u8]), (usize, &'static str)> {
         let at = self.restart_point(i);
         let e = decode_entry(&self.data[..self.restart_offset], at)?;
         if e.shared != 0 {
@@ -112,7 +118,15 @@ impl Block {
         if e.non_shared < TRAILER_LEN {
             return Err((at, "key shorter than an internal key trailer"));
         }
-        Ok(&self.data[e.key_at..e.key_at + e.non_shared])
+        Ok((
+            &self.data[e.key_at..e.value_at],
+            &self.data[e.value_at..e.value_end],
+        ))
+    }
+
+    /// Number of restart points.
+    pub(crate) fn num_restarts(&self) -> usize {
+        self.num_restarts
     }
 }
 

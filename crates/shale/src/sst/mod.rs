@@ -28,6 +28,7 @@
 
 mod block;
 mod builder;
+mod fence;
 mod filter;
 mod format;
 mod properties;

@@ -17,6 +17,7 @@
 //! the block cache is shared by all tables. A `TableIterator` has one owner.
 
 use super::block::{Block, BlockIter};
+use super::fence::{Fence, Position};
 use super::filter::Filter;
 use super::format::{decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
 use super::properties::Properties;
@@ -24,7 +25,7 @@ use crate::cache::BlockCache;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::RandomAccessFile;
 use crate::iter::InternalIterator;
-use crate::key::user_key;
+use crate::key::{compare_internal, user_key};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -37,6 +38,11 @@ pub(crate) struct Table {
     number: u64,
     cache: Option<Arc<BlockCache>>,
     index: Arc<Block>,
+    /// Fence keys over the index, when its entries are all restart points (as this crate writes
+    /// them): point lookups search it instead of the index block.
+    // INVARIANT: when present, covers exactly `index.num_restarts()` entries, entry `i` being
+    // restart point `i`.
+    fence: Option<Fence>,
     index_handle: BlockHandle,
     filter: Option<Filter>,
     properties: Properties,
@@ -140,6 +146,7 @@ impl Table {
             number,
             cache,
             index: Arc::new(Block::empty()),
+            fence: None,
             index_handle: footer.index,
             verified: None,
             filter: None,
@@ -187,6 +194,7 @@ impl Table {
         table.index = Arc::new(index);
         table.filter = filter;
         let offsets = table.check_index()?;
+        table.fence = table.build_fence(offsets.len());
         if table.map.is_some() {
             table.verified = Some(VerifiedBlocks::new(offsets));
         }
@@ -247,6 +255,43 @@ impl Table {
             ));
         }
         Ok(offsets)
+    }
+
+    /// The fence over the (validated) index of `entries` entries, when each entry is a restart
+    /// point; `None` otherwise (lookups then search the index block).
+    fn build_fence(&self, entries: usize) -> Option<Fence> {
+        let index = &*self.index;
+        if entries == 0 || index.num_restarts() != entries {
+            return None;
+        }
+        let key = |i: usize| index.restart_entry(i).ok().map(|(k, _)| user_key(k));
+        let (first, last) = (key(0)?, key(entries - 1)?);
+        let keys: Option<Vec<&[u8]>> = (0..entries).map(key).collect();
+        Some(Fence::build(first, last, keys?.into_iter()))
+    }
+
+    /// With a fence: the position of the index entry holding the first key at or after
+    /// `target`, or `None` when every key sorts before it.
+    fn index_position(&self, fence: &Fence, target: &[u8]) -> Result<Option<usize>> {
+        let index = &*self.index;
+        let corrupt = |e| corrupt_in_block(&self.path, self.index_handle.offset, e);
+        let (mut lo, mut hi) = match fence.position(user_key(target)) {
+            Position::At(i) => (i, i),
+            Position::Between(lo, hi) => (lo, hi),
+            // Every entry is a restart point (the fence's invariant).
+            Position::Unknown => (0, fence.len()),
+        };
+        // Binary search for the first entry in lo..hi not before the target (hi if none).
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let (key, _) = index.restart_entry(mid).map_err(corrupt)?;
+            if compare_internal(key, target) == std::cmp::Ordering::Less {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok((lo < fence.len()).then_some(lo))
     }
 
     /// Reads one block and verifies its trailer; returns the decoded bytes.
@@ -333,19 +378,33 @@ impl Table {
                 return Ok(None);
             }
         }
-        let mut index = BlockIter::new(&*self.index);
-        index.seek(target);
-        if let Some(e) = index.corruption() {
-            return Err(corrupt_in_block(&self.path, self.index_handle.offset, e));
-        }
-        if !index.valid() {
-            return Ok(None);
-        }
-        let handle = BlockHandle::decode_exact(index.value())
-            .map_err(|w| Error::corruption(&self.path, self.index_handle.offset, w))?;
+        let (handle, buffer) = if let Some(fence) = &self.fence {
+            let Some(i) = self.index_position(fence, target)? else {
+                return Ok(None);
+            };
+            let (_, value) = self
+                .index
+                .restart_entry(i)
+                .map_err(|e| corrupt_in_block(&self.path, self.index_handle.offset, e))?;
+            let handle = BlockHandle::decode_exact(value)
+                .map_err(|w| Error::corruption(&self.path, self.index_handle.offset, w))?;
+            (handle, Vec::with_capacity(target.len() + 16))
+        } else {
+            let mut index = BlockIter::new(&*self.index);
+            index.seek(target);
+            if let Some(e) = index.corruption() {
+                return Err(corrupt_in_block(&self.path, self.index_handle.offset, e));
+            }
+            if !index.valid() {
+                return Ok(None);
+            }
+            let handle = BlockHandle::decode_exact(index.value())
+                .map_err(|w| Error::corruption(&self.path, self.index_handle.offset, w))?;
+            (handle, index.into_buffer())
+        };
         let block = self.data_block(handle, true)?;
-        // The key buffer travels from the index cursor to the data cursor to the result.
-        let mut it = BlockIter::with_buffer(&*block, index.into_buffer());
+        // The key buffer travels to the data cursor and then to the result.
+        let mut it = BlockIter::with_buffer(&*block, buffer);
         it.seek(target);
         if let Some(e) = it.corruption() {
             return Err(corrupt_in_block(&self.path, handle.offset, e));
