@@ -439,12 +439,45 @@ fn sync_all(inner: &DbInner, wal: &mut WalState) -> Result<()> {
 }
 
 /// Fsyncs the WALs, so every write acknowledged so far survives power loss.
+///
+/// The WAL lock is held only to hand the buffered bytes to the operating system and take sync
+/// handles, not across the fsyncs: writers keep committing meanwhile (their writes may or may not
+/// be covered by this sync). As in [`sync_all`], older WALs are synced first.
 pub(crate) fn sync_wal(inner: &DbInner) -> Result<()> {
     inner.check_open()?;
     if let Some(e) = inner.poison_error() {
         return Err(e);
     }
-    sync_all(inner, &mut inner.wal.lock())
+    let poison = |number: u64, e: std::io::Error| {
+        let path = filename::wal(&inner.dir, number);
+        inner.set_poison(Error::io(e, format!("sync {}", path.display())))
+    };
+    let handles = {
+        let mut wal = inner.wal.lock();
+        let wal = &mut *wal;
+        let mut handles = Vec::with_capacity(wal.retired.len() + 1);
+        for (number, writer) in wal
+            .retired
+            .iter_mut()
+            .map(|(n, w)| (&*n, w))
+            .chain(std::iter::once((&wal.number, &mut wal.writer)))
+        {
+            let handle = writer.sync_handle().map_err(|e| poison(*number, e))?;
+            handles.push((*number, handle));
+        }
+        handles
+    };
+    for (number, handle) in &handles {
+        handle.sync().map_err(|e| poison(*number, e))?;
+    }
+    // The retired WALs synced here take no more appends: they need no later sync.
+    inner
+        .wal
+        .lock()
+        .retired
+        .retain(|(n, _)| !handles.iter().any(|(synced, _)| synced == n));
+    inner.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
+    Ok(())
 }
 
 /// Syncs the WALs at close, so writes made with `Durability::Buffered` survive a power loss after

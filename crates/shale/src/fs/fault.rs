@@ -49,7 +49,7 @@
 //! in a deterministic order.
 
 use super::mem::{MemFs, SplitMix64};
-use super::{FileLock, Fs, RandomAccessFile, WritableFile};
+use super::{FileLock, Fs, RandomAccessFile, SyncHandle, WritableFile};
 use parking_lot::Mutex;
 use std::fmt;
 use std::io;
@@ -455,8 +455,31 @@ impl WritableFile for FaultWritable {
         self.inner.sync()
     }
 
+    /// Counts as the flush it does; the handle's syncs are gated as syncs.
+    fn sync_handle(&mut self) -> io::Result<Arc<dyn SyncHandle>> {
+        self.fs.gate(FaultOp::Flush, &[&self.path])?;
+        Ok(Arc::new(FaultSync {
+            fs: self.fs.clone(),
+            path: self.path.clone(),
+            inner: self.inner.sync_handle()?,
+        }))
+    }
+
     fn len(&self) -> u64 {
         self.inner.len()
+    }
+}
+
+struct FaultSync {
+    fs: FaultFs,
+    path: PathBuf,
+    inner: Arc<dyn SyncHandle>,
+}
+
+impl SyncHandle for FaultSync {
+    fn sync(&self) -> io::Result<()> {
+        self.fs.gate(FaultOp::Sync, &[&self.path])?;
+        self.inner.sync()
     }
 }
 

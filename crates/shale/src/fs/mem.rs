@@ -40,7 +40,7 @@
 //! files never contend and an append never waits for a directory operation. Lock order: tree, then
 //! file.
 
-use super::{FileLock, Fs, RandomAccessFile, WritableFile};
+use super::{FileLock, Fs, RandomAccessFile, SyncHandle, WritableFile};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -576,13 +576,31 @@ impl WritableFile for MemWritable {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        let mut file = self.inode.data.lock();
-        file.durable = Durable::Prefix(file.bytes.len());
+        sync_inode(&self.inode);
         Ok(())
+    }
+
+    fn sync_handle(&mut self) -> io::Result<Arc<dyn SyncHandle>> {
+        Ok(Arc::new(MemSync(self.inode.clone())))
     }
 
     fn len(&self) -> u64 {
         self.len
+    }
+}
+
+/// Makes every byte of the file durable.
+fn sync_inode(inode: &Inode) {
+    let mut file = inode.data.lock();
+    file.durable = Durable::Prefix(file.bytes.len());
+}
+
+struct MemSync(Arc<Inode>);
+
+impl SyncHandle for MemSync {
+    fn sync(&self) -> io::Result<()> {
+        sync_inode(&self.0);
+        Ok(())
     }
 }
 

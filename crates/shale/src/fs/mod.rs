@@ -35,12 +35,24 @@ pub trait WritableFile: Send {
     fn flush(&mut self) -> io::Result<()>;
     /// Makes every appended byte durable (`fdatasync`). Implies `flush`.
     fn sync(&mut self) -> io::Result<()>;
+    /// Hands buffered bytes to the operating system (as `flush`) and returns a handle that makes
+    /// them durable, callable from any thread without this file: a caller that serializes its
+    /// appends under a lock can release the lock before the slow fsync. Syncing through the
+    /// handle makes durable at least every byte appended before `sync_handle` was called.
+    fn sync_handle(&mut self) -> io::Result<Arc<dyn SyncHandle>>;
     /// Bytes appended so far, buffered or not.
     fn len(&self) -> u64;
     /// True when nothing has been appended.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Makes a file's bytes durable; see [`WritableFile::sync_handle`].
+pub trait SyncHandle: Send + Sync {
+    /// `fdatasync`: every byte handed to the operating system so far is durable when it returns
+    /// `Ok`.
+    fn sync(&self) -> io::Result<()>;
 }
 
 /// A file read at arbitrary offsets by many threads at once.

@@ -1,6 +1,6 @@
 //! The operating system's file system.
 
-use super::{FileLock, Fs, RandomAccessFile, WritableFile};
+use super::{FileLock, Fs, RandomAccessFile, SyncHandle, WritableFile};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -15,7 +15,7 @@ const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 pub struct RealFs;
 
 struct RealWritable {
-    file: File,
+    file: Arc<File>,
     buf: Vec<u8>,
     len: u64,
 }
@@ -26,7 +26,7 @@ impl WritableFile for RealWritable {
             self.flush()?;
         }
         if data.len() >= WRITE_BUFFER_BYTES {
-            self.file.write_all(data)?;
+            (&*self.file).write_all(data)?;
         } else {
             self.buf.extend_from_slice(data);
         }
@@ -36,7 +36,7 @@ impl WritableFile for RealWritable {
 
     fn flush(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
-            let result = self.file.write_all(&self.buf);
+            let result = (&*self.file).write_all(&self.buf);
             self.buf.clear();
             result?;
         }
@@ -48,8 +48,21 @@ impl WritableFile for RealWritable {
         self.file.sync_data()
     }
 
+    fn sync_handle(&mut self) -> io::Result<Arc<dyn SyncHandle>> {
+        self.flush()?;
+        Ok(Arc::new(RealSync(self.file.clone())))
+    }
+
     fn len(&self) -> u64 {
         self.len
+    }
+}
+
+struct RealSync(Arc<File>);
+
+impl SyncHandle for RealSync {
+    fn sync(&self) -> io::Result<()> {
+        self.0.sync_data()
     }
 }
 
@@ -146,7 +159,7 @@ impl Fs for RealFs {
             .truncate(true)
             .open(path)?;
         Ok(Box::new(RealWritable {
-            file,
+            file: Arc::new(file),
             buf: Vec::with_capacity(WRITE_BUFFER_BYTES),
             len: 0,
         }))

@@ -1,8 +1,9 @@
 //! Appending records to a log file.
 
 use super::format::{encode_header, MAX_PAYLOAD_LEN};
-use crate::fs::WritableFile;
+use crate::fs::{SyncHandle, WritableFile};
 use std::io;
+use std::sync::Arc;
 
 /// Appends records to one log file. Durability is the caller's: records reach the operating
 /// system on [`LogWriter::flush`] and the disk on [`LogWriter::sync`].
@@ -39,6 +40,12 @@ impl LogWriter {
     /// Makes every appended record durable.
     pub(crate) fn sync(&mut self) -> io::Result<()> {
         self.file.sync()
+    }
+
+    /// Hands appended records to the operating system and returns a handle that makes them
+    /// durable without this writer (see [`WritableFile::sync_handle`]).
+    pub(crate) fn sync_handle(&mut self) -> io::Result<Arc<dyn SyncHandle>> {
+        self.file.sync_handle()
     }
 
     /// Bytes appended so far.
