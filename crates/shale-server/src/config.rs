@@ -30,6 +30,9 @@ pub const DEFAULT_CLIENT_OUTPUT_BUFFER_LIMIT: usize = 512 << 20;
 pub const DEFAULT_WRITE_BUFFER_SIZE: usize = shale::DEFAULT_WRITE_BUFFER_SIZE;
 /// Default `block-cache-size` of the engine: 256 MiB.
 pub const DEFAULT_BLOCK_CACHE_SIZE: usize = 256 << 20;
+/// Default `row-cache-size` of the engine: 64 MiB. A server answers repeated GETs of the same keys;
+/// a cached row skips the SST's filter, index and data block.
+pub const DEFAULT_ROW_CACHE_SIZE: usize = 64 << 20;
 
 /// Largest engine key the server asks the engine to accept (the engine's own ceiling).
 pub const ENGINE_MAX_KEY: usize = 64 << 20;
@@ -112,6 +115,8 @@ pub struct Config {
     pub write_buffer_size: usize,
     /// Engine block cache size. Default [`DEFAULT_BLOCK_CACHE_SIZE`].
     pub block_cache_size: usize,
+    /// Engine row cache size; 0 turns it off. Default [`DEFAULT_ROW_CACHE_SIZE`].
+    pub row_cache_size: usize,
     /// Engine memory component. Default [`Memtable::Flodb`].
     pub memtable: Memtable,
 }
@@ -153,6 +158,7 @@ impl Default for Config {
             threads: 0,
             write_buffer_size: DEFAULT_WRITE_BUFFER_SIZE,
             block_cache_size: DEFAULT_BLOCK_CACHE_SIZE,
+            row_cache_size: DEFAULT_ROW_CACHE_SIZE,
             memtable: Memtable::Flodb,
         }
     }
@@ -185,6 +191,7 @@ impl Config {
         shale::Options {
             write_buffer_size: self.write_buffer_size,
             block_cache_size: self.block_cache_size,
+            row_cache_size: self.row_cache_size,
             max_value_size: self
                 .proto_max_bulk_len
                 .saturating_add(64)
@@ -234,6 +241,7 @@ impl Config {
             ("threads", self.threads.to_string()),
             ("write-buffer-size", self.write_buffer_size.to_string()),
             ("block-cache-size", self.block_cache_size.to_string()),
+            ("row-cache-size", self.row_cache_size.to_string()),
             ("memtable", self.memtable.name().to_string()),
         ]
     }

@@ -64,6 +64,9 @@ struct ServeArgs {
     /// Runtime worker threads; 0 is one per CPU [default: 0].
     #[arg(long)]
     threads: Option<usize>,
+    /// Engine row cache in bytes; 0 turns it off [default: 67108864].
+    #[arg(long)]
+    row_cache_size: Option<usize>,
     /// Engine memory component [default: flodb].
     #[arg(long, value_enum)]
     memtable: Option<shale_server::config::Memtable>,
@@ -89,6 +92,7 @@ impl ServeArgs {
             client_query_buffer_limit,
             client_output_buffer_limit,
             threads,
+            row_cache_size,
             memtable
         );
         if self.requirepass.is_some() {

@@ -184,6 +184,9 @@ pub struct Options {
     pub bloom_bits_per_key: u32,
     /// Capacity of the shared block cache in bytes; 0 disables it. Default [`DEFAULT_BLOCK_CACHE_SIZE`].
     pub block_cache_size: usize,
+    /// Capacity of the row cache in bytes (each key's newest entry per SST, for repeated point
+    /// lookups, like RocksDB's `row_cache`); 0 disables it. Default 0.
+    pub row_cache_size: usize,
     /// SSTs kept open in the table cache. Default [`DEFAULT_MAX_OPEN_FILES`].
     pub max_open_files: usize,
     /// Compression for levels at or below [`Options::compression_start_level`]. Default `Lz4`.
@@ -269,6 +272,7 @@ impl Default for Options {
             block_restart_interval: DEFAULT_BLOCK_RESTART_INTERVAL,
             bloom_bits_per_key: DEFAULT_BLOOM_BITS_PER_KEY,
             block_cache_size: DEFAULT_BLOCK_CACHE_SIZE,
+            row_cache_size: 0,
             max_open_files: DEFAULT_MAX_OPEN_FILES,
             compression: Compression::Lz4,
             compression_start_level: DEFAULT_COMPRESSION_START_LEVEL,
@@ -313,6 +317,7 @@ impl fmt::Debug for Options {
             .field("block_size", &self.block_size)
             .field("bloom_bits_per_key", &self.bloom_bits_per_key)
             .field("block_cache_size", &self.block_cache_size)
+            .field("row_cache_size", &self.row_cache_size)
             .field("compression", &self.compression)
             .field("compression_start_level", &self.compression_start_level)
             .field("background_threads", &self.background_threads)

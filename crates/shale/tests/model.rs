@@ -113,10 +113,11 @@ fn option_sets(fs: &MemFs) -> Vec<(&'static str, Options)> {
             },
         ),
         (
-            "tiny, lz4 everywhere",
+            "tiny, lz4 everywhere, row cache",
             Options {
                 compression_start_level: 0,
                 block_restart_interval: 2,
+                row_cache_size: 4096,
                 ..base.clone()
             },
         ),
@@ -175,9 +176,10 @@ fn option_sets(fs: &MemFs) -> Vec<(&'static str, Options)> {
             },
         ),
         (
-            "tiny, blob files with Titan-mode GC",
+            "tiny, blob files with Titan-mode GC, row cache",
             Options {
                 gc_mode: GcMode::Titan,
+                row_cache_size: 1 << 20,
                 ..blobs.clone()
             },
         ),

@@ -12,6 +12,10 @@
 //! Concurrency: shared by all threads (`Arc<BlockCache>`); every method takes `&self`. Hit and miss
 //! counters are striped by thread so that concurrent readers do not contend on one cache line.
 
+mod row;
+
+pub(crate) use row::{Row, RowCache};
+
 use crate::sst::Block;
 use quick_cache::Weighter;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -35,7 +35,7 @@ pub use stats::Stats;
 
 use crate::batch::WriteBatch;
 use crate::blob_file_cache::BlobFileCache;
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, RowCache};
 use crate::compaction::picker;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{FileLock, Fs};
@@ -119,6 +119,7 @@ pub(crate) struct DbInner {
     pub visible_seq: AtomicU64,
     pub table_cache: TableCache,
     pub block_cache: Option<Arc<BlockCache>>,
+    pub row_cache: Option<RowCache>,
     pub counters: Counters,
     /// Open blob files.
     pub blob_cache: BlobFileCache,

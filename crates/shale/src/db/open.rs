@@ -15,7 +15,7 @@ use super::write::WalState;
 use super::{background, DbInner, State, SuperVersion};
 use crate::batch::WriteBatch;
 use crate::blob_file_cache::BlobFileCache;
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, RowCache};
 use crate::error::{Error, ErrorKind, IoContext, Result};
 use crate::filename::{self, FileKind};
 use crate::key::SeqNo;
@@ -94,6 +94,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
         }
     }
 
+    let options_row_cache = options.row_cache_size;
     let block_cache =
         (options.block_cache_size > 0).then(|| Arc::new(BlockCache::new(options.block_cache_size)));
     let table_cache = TableCache::new(
@@ -168,6 +169,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
         visible_seq: AtomicU64::new(last_seq),
         table_cache,
         block_cache,
+        row_cache: (options_row_cache > 0).then(|| RowCache::new(options_row_cache)),
         counters: Default::default(),
         blob_cache,
         controller: Default::default(),

@@ -5,13 +5,14 @@
 //! version visible at the read's sequence number.
 
 use super::{DbInner, Stats, SuperVersion};
+use crate::cache::Row;
 use crate::compaction::picker;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::iter::{
     BlobResolver, DbIterator, InternalIterator, LevelFile, LevelIterator, MergingIterator,
 };
-use crate::key::{parse_internal_key, seek_key, user_key, SeqNo, ValueKind};
+use crate::key::{parse_internal_key, seek_key, trailer, user_key, SeqNo, ValueKind, MAX_SEQNO};
 use crate::memtable::MemtableGet;
 use crate::version::edit::FileMeta;
 use std::ops::Bound;
@@ -66,6 +67,10 @@ pub(crate) fn get_entry(
 }
 
 /// Looks `target` up in one SST: `Some(entry or None-for-deleted)` when the file decides the key.
+///
+/// With a row cache: a cached row (the key's newest entry in the table) answers when the read
+/// sees it; on a miss the table is searched for the newest entry, which is cached and answers
+/// when the read sees it. A read at an older snapshot than the newest entry searches as usual.
 #[allow(clippy::type_complexity)]
 fn table_get(
     inner: &DbInner,
@@ -73,9 +78,32 @@ fn table_get(
     target: &[u8],
 ) -> Result<Option<Option<(ValueKind, Vec<u8>)>>> {
     let table = inner.table_cache.get(f.number)?;
-    let Some((ikey, value)) = table.get(target)? else {
+    if let Some(rows) = &inner.row_cache {
+        let (ukey, seq) = (user_key(target), trailer(target) >> 8);
+        let row = match rows.get(f.number, ukey) {
+            Some(row) => row,
+            None => {
+                let Some(newest) = table.get(&seek_key(ukey, MAX_SEQNO))? else {
+                    // No entry of the key at all in this table.
+                    return Ok(None);
+                };
+                let row = Arc::new(to_row(inner, f, newest)?);
+                rows.insert(f.number, ukey, row.clone());
+                row
+            }
+        };
+        if row.seq <= seq {
+            return Ok(Some(row.entry.clone()));
+        }
+    }
+    let Some(found) = table.get(target)? else {
         return Ok(None);
     };
+    Ok(Some(to_row(inner, f, found)?.entry))
+}
+
+/// The entry `(internal key, value)` of table `f` as a row.
+fn to_row(inner: &DbInner, f: &FileMeta, (ikey, value): (Vec<u8>, Vec<u8>)) -> Result<Row> {
     let parsed = parse_internal_key(&ikey).ok_or_else(|| {
         Error::corruption(
             &filename::table(&inner.dir, f.number),
@@ -83,10 +111,13 @@ fn table_get(
             "malformed internal key",
         )
     })?;
-    match parsed.kind {
-        ValueKind::Deletion => Ok(Some(None)),
-        kind => Ok(Some(Some((kind, value)))),
-    }
+    Ok(Row {
+        seq: parsed.seq,
+        entry: match parsed.kind {
+            ValueKind::Deletion => None,
+            kind => Some((kind, value)),
+        },
+    })
 }
 
 /// A cursor that reports `err` and holds nothing.
