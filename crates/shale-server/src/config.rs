@@ -30,9 +30,10 @@ pub const DEFAULT_CLIENT_OUTPUT_BUFFER_LIMIT: usize = 512 << 20;
 pub const DEFAULT_WRITE_BUFFER_SIZE: usize = shale::DEFAULT_WRITE_BUFFER_SIZE;
 /// Default `block-cache-size` of the engine: 256 MiB.
 pub const DEFAULT_BLOCK_CACHE_SIZE: usize = 256 << 20;
-/// Default `row-cache-size` of the engine: 64 MiB. A server answers repeated GETs of the same keys;
-/// a cached row skips the SST's filter, index and data block.
-pub const DEFAULT_ROW_CACHE_SIZE: usize = 64 << 20;
+/// Default `row-cache-size` of the engine: off. A cached row skips an SST's filter, index and data
+/// block, but a miss costs a search plus an insert: with uniform keys (redis-benchmark `-r`) the
+/// hit rate is too low to pay for it (GET -7% measured, BENCHMARKS.md). Turn it on for skewed keys.
+pub const DEFAULT_ROW_CACHE_SIZE: usize = 0;
 
 /// Largest engine key the server asks the engine to accept (the engine's own ceiling).
 pub const ENGINE_MAX_KEY: usize = 64 << 20;
@@ -115,7 +116,7 @@ pub struct Config {
     pub write_buffer_size: usize,
     /// Engine block cache size. Default [`DEFAULT_BLOCK_CACHE_SIZE`].
     pub block_cache_size: usize,
-    /// Engine row cache size; 0 turns it off. Default [`DEFAULT_ROW_CACHE_SIZE`].
+    /// Engine row cache size in bytes; 0 turns it off. Default [`DEFAULT_ROW_CACHE_SIZE`].
     pub row_cache_size: usize,
     /// Engine memory component. Default [`Memtable::Flodb`].
     pub memtable: Memtable,

@@ -64,7 +64,7 @@ struct ServeArgs {
     /// Runtime worker threads; 0 is one per CPU [default: 0].
     #[arg(long)]
     threads: Option<usize>,
-    /// Engine row cache in bytes; 0 turns it off [default: 67108864].
+    /// Engine row cache in bytes; 0 turns it off [default: 0].
     #[arg(long)]
     row_cache_size: Option<usize>,
     /// Engine memory component [default: flodb].
