@@ -19,7 +19,9 @@
 use super::block::{Block, BlockIter};
 use super::fence::{Fence, Position};
 use super::filter::Filter;
-use super::format::{decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, FOOTER_LEN};
+use super::format::{
+    decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, BLOCK_UNCOMPRESSED, FOOTER_LEN,
+};
 use super::properties::Properties;
 use crate::cache::BlockCache;
 use crate::error::{Error, IoContext, Result};
@@ -336,6 +338,37 @@ impl Table {
         Ok(block)
     }
 
+    /// A data block of a memory-mapped table, straight from the map, when it is stored
+    /// uncompressed and its checksum was verified before: slicing the map is cheaper than a block
+    /// cache lookup, and caching it would only copy what the page cache already holds. `None`
+    /// otherwise (the caller goes through [`Table::data_block`], which verifies and caches).
+    fn mapped_block(&self, handle: BlockHandle) -> Result<Option<Block>> {
+        let (Some(map), Some(verified)) = (&self.map, &self.verified) else {
+            return Ok(None);
+        };
+        if !verified.contains(handle.offset) {
+            return Ok(None);
+        }
+        // A verified offset starts a data block of the index, which `open` checked lies inside
+        // the data area; the handle is the index's, so its size is that block's. Checked anyway.
+        let (Ok(start), Ok(size)) = (usize::try_from(handle.offset), usize::try_from(handle.size))
+        else {
+            return Ok(None);
+        };
+        let Some(kind_at) = start
+            .checked_add(size)
+            .filter(|&k| (k as u64) < self.data_end)
+        else {
+            return Ok(None);
+        };
+        if map.get(kind_at) != Some(&BLOCK_UNCOMPRESSED) {
+            return Ok(None);
+        }
+        Block::new(map.slice(start..kind_at))
+            .map(Some)
+            .map_err(|e| corrupt_in_block(&self.path, handle.offset, e))
+    }
+
     /// A data block, from the block cache when there; read blocks are inserted when `fill_cache`.
     fn data_block(&self, handle: BlockHandle, fill_cache: bool) -> Result<Arc<Block>> {
         if let Some(cache) = &self.cache {
@@ -402,9 +435,17 @@ impl Table {
                 .map_err(|w| Error::corruption(&self.path, self.index_handle.offset, w))?;
             (handle, index.into_buffer())
         };
-        let block = self.data_block(handle, true)?;
+        let mapped = self.mapped_block(handle)?;
+        let cached;
+        let block: &Block = match &mapped {
+            Some(block) => block,
+            None => {
+                cached = self.data_block(handle, true)?;
+                &cached
+            }
+        };
         // The key buffer travels to the data cursor and then to the result.
-        let mut it = BlockIter::with_buffer(&*block, buffer);
+        let mut it = BlockIter::with_buffer(block, buffer);
         it.seek(target);
         if let Some(e) = it.corruption() {
             return Err(corrupt_in_block(&self.path, handle.offset, e));
