@@ -14,15 +14,15 @@
 //! - A table that was replaced by a larger one is never written again and never freed before the
 //!   index drops: a reader that loaded it may still be probing it.
 //!
-//! Concurrency contract: `insert` runs under the skiplist's insert lock (the `&mut Writer` proves
-//! it); `lookup` takes no lock. Slots are published with Release stores after the node they point
+//! Concurrency contract: `insert` runs under the skiplist's insert lock (which owns the
+//! `&mut IndexWriter` it takes); `lookup` takes no lock. Slots are published with Release stores after the node they point
 //! to is complete and linked, and read with Acquire loads. A reader that loaded an older table
 //! misses only entries inserted after the newer table was published, that is after the reader
 //! started: it runs concurrently with those inserts, so either answer is correct.
 //!
-//! Pointers must fit in 48 bits (every 64-bit platform Rust supports places user memory there).
-//! If one ever does not, the index switches itself off for good and lookups fall back to the
-//! skiplist search.
+//! Pointers must fit in 48 bits (x86-64 and AArch64 Linux place user memory there unless a
+//! program asks for more). If one ever does not, the index switches itself off for good and
+//! lookups fall back to the skiplist search.
 
 use crate::key::SeqNo;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};

@@ -81,12 +81,6 @@ impl Fence {
             Position::Between(lo, hi)
         }
     }
-
-    /// Bytes of memory held.
-    #[allow(dead_code)] // for diagnostics
-    pub(crate) fn memory(&self) -> usize {
-        self.prefix.len() + self.values.len() * 8
-    }
 }
 
 #[cfg(test)]
