@@ -420,13 +420,17 @@ pub(crate) fn switch_memtable(
     Ok(())
 }
 
+/// Poisons the database after a failed fsync of WAL `number` (the page cache may have dropped
+/// the dirty pages) and returns the error.
+fn sync_failed(inner: &DbInner, number: u64, e: std::io::Error) -> Error {
+    let path = filename::wal(&inner.dir, number);
+    inner.set_poison(Error::io(e, format!("sync {}", path.display())))
+}
+
 /// Fsyncs the retired WALs, oldest first, then the active one. A failed fsync poisons the
 /// database (the page cache may have dropped the dirty pages).
 fn sync_all(inner: &DbInner, wal: &mut WalState) -> Result<()> {
-    let poison = |number: u64, e: std::io::Error| {
-        let path = filename::wal(&inner.dir, number);
-        inner.set_poison(Error::io(e, format!("sync {}", path.display())))
-    };
+    let poison = |number: u64, e: std::io::Error| sync_failed(inner, number, e);
     while let Some((number, writer)) = wal.retired.first_mut() {
         let number = *number;
         writer.sync().map_err(|e| poison(number, e))?;
@@ -448,10 +452,7 @@ pub(crate) fn sync_wal(inner: &DbInner) -> Result<()> {
     if let Some(e) = inner.poison_error() {
         return Err(e);
     }
-    let poison = |number: u64, e: std::io::Error| {
-        let path = filename::wal(&inner.dir, number);
-        inner.set_poison(Error::io(e, format!("sync {}", path.display())))
-    };
+    let poison = |number: u64, e: std::io::Error| sync_failed(inner, number, e);
     let handles = {
         let mut wal = inner.wal.lock();
         let wal = &mut *wal;
