@@ -1,25 +1,28 @@
 //! FloDB's two-level memory component: a small concurrent hash table (the membuffer) over the arena
 //! skiplist ([`SkipListMemtable`]). See DESIGN.md section 4.
 //!
-//! A write allocates its entry from the memtable's append-only [`EntryAllocator`] and stores a
-//! pointer to it in a free slot of its bucket, O(1) and without touching the skiplist; when the
-//! bucket is full it writes through to the skiplist. Drains move whole buckets into the skiplist
-//! with one sorted multi-insert ([`SkipListMemtable::insert_sorted`]). Partitioned hashing makes
-//! that pay: the bucket index is the key's leading bits (after [`FloDbConfig::prefix_bits`]), so a
-//! bucket holds key-order neighbours and a multi-insert walks a short distance per entry.
+//! A write builds its entry as a complete skiplist node ([`SkipListMemtable::build`], in a
+//! per-thread arena, outside the skiplist's insert lock) and stores a pointer to it in a free slot
+//! of its bucket, O(1) and without searching the skiplist; when the bucket is full it links the
+//! node into the skiplist at once (write-through). Drains link whole buckets' nodes with one sorted
+//! multi-insert ([`SkipListMemtable::link_sorted`]): nothing is copied, so an entry costs its
+//! memory once, and a drain only searches and swings pointers. Partitioned hashing makes the
+//! multi-insert pay: the bucket index is the key's leading bits (after
+//! [`FloDbConfig::prefix_bits`]), so a bucket holds key-order neighbours and a multi-insert walks a
+//! short distance per entry.
 //!
 //! Invariants:
-//! - An entry is never modified after a pointer to it is published, and never freed or moved
-//!   before the memtable's shared state drops (the allocator frees everything at once). Readers
-//!   can therefore hold entry pointers without any reclamation scheme.
-//! - A bucket's slots change only under the bucket lock. A drain inserts the bucket's entries into
+//! - An entry's key and value are never modified after a pointer to it is published, and the node
+//!   is never freed or moved before the skiplist drops (its arenas free everything at once).
+//!   Readers can therefore hold entry pointers without any reclamation scheme.
+//! - A bucket's slots change only under the bucket lock. A drain links the bucket's nodes into
 //!   the skiplist *before* it nulls their slots (Release stores), so at every moment each entry is
 //!   in its bucket, in the skiplist, or (during a drain) in both.
 //! - No entry is ever in two buckets or drained twice: the drain that takes an entry nulls its slot
 //!   before releasing the lock.
 //!
 //! Concurrency contract (the [`Memtable`] trait's): `insert` may run on many threads at once; it
-//! takes only its thread's allocator shard lock and its bucket's lock (or the skiplist's insert lock
+//! takes only its thread's build shard lock and its bucket's lock (or the skiplist's insert lock
 //! on write-through). Readers (`get`, iterators) take no bucket lock: they load slots with Acquire,
 //! which makes the entry behind a pointer (written before the Release store that published it)
 //! visible, and a slot seen null after a drain makes the drain's skiplist inserts visible. `get`
@@ -29,15 +32,14 @@
 //! before it was created. Drain threads hold only a [`Weak`] to the shared state, never block on a
 //! bucket lock (`try_lock`), and exit once the memtable is gone; dropping the memtable joins them.
 
-use super::arena::Arena;
+use super::skiplist::{built_key, built_value, Node, Unlinked};
 use super::{Memtable, MemtableGet, SkipListMemtable};
 use crate::iter::InternalIterator;
-use crate::key::{self, SeqNo, ValueKind, TRAILER_LEN};
+use crate::key::{self, SeqNo, ValueKind};
 use parking_lot::Mutex;
-use std::cell::Cell;
 use std::mem::size_of;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -63,9 +65,6 @@ const IDLE_SLEEP: Duration = Duration::from_micros(100);
 /// The longest idle sleep: a burst of writes waits at most this long for its first drain.
 const IDLE_SLEEP_MAX: Duration = Duration::from_millis(2);
 
-/// Allocator shards: writers on different threads allocate entries under different locks.
-const SHARDS: usize = 16;
-
 /// The shape of a FloDB memtable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FloDbConfig {
@@ -77,138 +76,14 @@ pub struct FloDbConfig {
     pub drain_threads: usize,
 }
 
-/// The fixed part of an entry; its internal key and then its value follow it in the same block.
-#[repr(C)]
-struct Entry {
-    key_len: u32,
-    value_len: u32,
-}
-
-/// The internal key of `entry`.
-///
-/// # Safety
-/// `entry` was published by `insert` (fully written) and its allocator outlives `'a`.
-#[inline]
-unsafe fn entry_key<'a>(entry: *const Entry) -> &'a [u8] {
-    // SAFETY: caller's contract: `key_len` initialized bytes follow the header, never rewritten.
-    unsafe {
-        let len = (*entry).key_len as usize;
-        std::slice::from_raw_parts((entry as *const u8).add(size_of::<Entry>()), len)
-    }
-}
-
-/// The value of `entry`.
-///
-/// # Safety
-/// As for [`entry_key`].
-#[inline]
-unsafe fn entry_value<'a>(entry: *const Entry) -> &'a [u8] {
-    // SAFETY: caller's contract: `value_len` initialized bytes follow the key, never rewritten.
-    unsafe {
-        let key_len = (*entry).key_len as usize;
-        let len = (*entry).value_len as usize;
-        std::slice::from_raw_parts((entry as *const u8).add(size_of::<Entry>() + key_len), len)
-    }
-}
-
-/// One shard of the entry allocator, on its own cache lines.
-#[repr(align(128))]
-struct Shard {
-    arena: Mutex<Arena>,
-    /// `arena.used()`, readable without the lock.
-    bytes: AtomicUsize,
-    /// Inserts by the threads mapped to this shard (all of them, write-throughs included).
-    inserts: AtomicUsize,
-}
-
-/// The concurrent, append-only allocator entries live in: [`SHARDS`] arenas, each behind its own
-/// lock, a thread always using the same one. Nothing is freed before it drops.
-struct EntryAllocator {
-    shards: Box<[Shard]>,
-}
-
-thread_local! {
-    /// This thread's allocator shard, assigned round-robin on first use.
-    static SHARD_OF_THREAD: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
-
-impl EntryAllocator {
-    fn new() -> EntryAllocator {
-        EntryAllocator {
-            shards: (0..SHARDS)
-                .map(|_| Shard {
-                    arena: Mutex::new(Arena::new()),
-                    bytes: AtomicUsize::new(0),
-                    inserts: AtomicUsize::new(0),
-                })
-                .collect(),
-        }
-    }
-
-    fn shard(&self) -> &Shard {
-        let i = SHARD_OF_THREAD.with(|s| {
-            if s.get() == usize::MAX {
-                s.set(NEXT_SHARD.fetch_add(1, AtomicOrdering::Relaxed) % SHARDS);
-            }
-            s.get()
-        });
-        &self.shards[i]
-    }
-
-    /// A new, fully written entry, not yet published. Valid until the allocator drops.
-    fn alloc(shard: &Shard, user_key: &[u8], trailer: u64, value: &[u8]) -> *mut Entry {
-        let key_len = user_key.len() + TRAILER_LEN;
-        let key_len32 = u32::try_from(key_len).expect("memtable key under 4 GiB");
-        let value_len32 = u32::try_from(value.len()).expect("memtable value under 4 GiB");
-        let block = {
-            let mut arena = shard.arena.lock();
-            let block = arena.alloc(size_of::<Entry>() + key_len + value.len());
-            shard.bytes.store(arena.used(), AtomicOrdering::Relaxed);
-            block
-        };
-        // SAFETY: the block is fresh, 8-aligned, sized for the header, key and value, and private
-        // to this thread until the caller publishes it; the arena never touches or moves it.
-        unsafe {
-            let entry = block.as_ptr() as *mut Entry;
-            ptr::addr_of_mut!((*entry).key_len).write(key_len32);
-            ptr::addr_of_mut!((*entry).value_len).write(value_len32);
-            let data = block.as_ptr().add(size_of::<Entry>());
-            ptr::copy_nonoverlapping(user_key.as_ptr(), data, user_key.len());
-            ptr::copy_nonoverlapping(
-                trailer.to_le_bytes().as_ptr(),
-                data.add(user_key.len()),
-                TRAILER_LEN,
-            );
-            ptr::copy_nonoverlapping(value.as_ptr(), data.add(key_len), value.len());
-            entry
-        }
-    }
-
-    fn bytes(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.bytes.load(AtomicOrdering::Relaxed))
-            .sum()
-    }
-
-    fn inserts(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.inserts.load(AtomicOrdering::Relaxed))
-            .sum()
-    }
-}
-
 /// One cache line of the membuffer.
 #[repr(C, align(64))]
 struct Bucket {
     /// Taken by writers and drains only; readers never take it.
     lock: Mutex<()>,
-    // INVARIANT: each slot is null or points to a published entry of the memtable's allocator
-    // whose user key maps to this bucket; slots change only under `lock`.
-    slots: [AtomicPtr<Entry>; SLOTS],
+    // INVARIANT: each slot is null or points to a node built by the memtable's skiplist, never
+    // linked, whose user key maps to this bucket; slots change only under `lock`.
+    slots: [AtomicPtr<Node>; SLOTS],
 }
 
 const _: () = assert!(size_of::<Bucket>() == BUCKET_BYTES);
@@ -223,16 +98,14 @@ struct Shared {
     /// [`DRAIN_MIN_ENTRIES`] entries, taken by a drain thread. Only a hint for where to look:
     /// correctness never depends on it. Empty when there are no drain threads.
     due: Box<[AtomicU64]>,
-    // INVARIANT: every entry in `skiplist` was inserted into this memtable; entries reach it by
-    // write-through or by a drain, exactly once each.
+    // INVARIANT: every node of `skiplist` was built for an insert into this memtable and is linked
+    // by write-through or by a drain, exactly once. Declared last: it owns the nodes the buckets
+    // point to.
     skiplist: Arc<SkipListMemtable>,
-    // Declared last: drops after the buckets that point into it.
-    entries: EntryAllocator,
 }
 
-// `Shared` needs no unsafe Send/Sync impl: it is Send and Sync by its fields (atomics, mutexes, an
-// `Arc` of the Sync skiplist, and arenas that are Send behind mutexes). Raw entry pointers live
-// only in `AtomicPtr`s and in locals.
+// `Shared` needs no unsafe Send/Sync impl: it is Send and Sync by its fields (atomics, mutexes and
+// an `Arc` of the Sync skiplist). Raw node pointers live only in `AtomicPtr`s and in locals.
 
 impl Shared {
     /// The bucket of `user_key`: its `bucket_bits` bits after the first `prefix_bits`, reading
@@ -242,42 +115,57 @@ impl Shared {
         bucket_index(user_key, self.prefix_bits, self.bucket_bits)
     }
 
-    /// Moves every entry of `bucket` into the skiplist; the caller holds its lock. Returns how many.
-    fn drain_locked(&self, bucket: &Bucket) -> usize {
-        let mut batch = [ptr::null_mut::<Entry>(); SLOTS];
-        let mut n = 0;
-        for slot in &bucket.slots {
-            // Relaxed: slots change only under the lock we hold.
-            let p = slot.load(AtomicOrdering::Relaxed);
-            if !p.is_null() {
-                batch[n] = p;
-                n += 1;
+    /// Links the nodes of `buckets`, whose locks the caller holds, into the skiplist with one
+    /// sorted multi-insert, then empties the buckets. `nodes` is scratch space. Returns how many
+    /// nodes moved.
+    ///
+    /// Partitioned hashing puts neighbouring buckets over neighbouring key ranges, so a batch of
+    /// buckets taken in index order is sorted once each bucket is, and the multi-insert's splice
+    /// carries from one bucket to the next instead of searching from the head for each.
+    fn drain_locked(&self, buckets: &[&Bucket], nodes: &mut Vec<Unlinked>) -> usize {
+        // SAFETY (for `built_key` below): every node came from a slot: built by our skiplist,
+        // alive as long as `self`, its bytes visible to whoever stored it (under the locks we hold).
+        let by_key = |a: &Unlinked, b: &Unlinked| unsafe {
+            key::compare_internal(built_key(a.as_ptr()), built_key(b.as_ptr()))
+        };
+        nodes.clear();
+        for bucket in buckets {
+            let start = nodes.len();
+            for slot in &bucket.slots {
+                // Relaxed: slots change only under the lock we hold.
+                let p = slot.load(AtomicOrdering::Relaxed);
+                if !p.is_null() {
+                    // SAFETY: a slot holds a built node that nobody linked (bucket invariant).
+                    nodes.push(unsafe { Unlinked::from_ptr(p) });
+                }
             }
+            nodes[start..].sort_unstable_by(by_key);
         }
-        if n == 0 {
+        if nodes.is_empty() {
             return 0;
         }
-        let mut pairs: [(&[u8], &[u8]); SLOTS] = [(&[], &[]); SLOTS];
-        for (pair, &p) in pairs.iter_mut().zip(&batch[..n]) {
-            // SAFETY: every pointer came from a slot: a published entry that lives as long as
-            // `self` (and its bytes were visible to whoever stored it, under the lock we hold).
-            *pair = unsafe { (entry_key(p), entry_value(p)) };
+        // Without a fitting `prefix_bits` the buckets are not in key order.
+        if !nodes.is_sorted_by(|a, b| by_key(a, b) == std::cmp::Ordering::Less) {
+            nodes.sort_unstable_by(by_key);
         }
-        let pairs = &mut pairs[..n];
-        pairs.sort_unstable_by(|a, b| key::compare_internal(a.0, b.0));
-        self.skiplist.insert_sorted(pairs);
-        // Only now that the skiplist holds them may the bucket forget them (module invariant).
-        for slot in &bucket.slots {
-            if !slot.load(AtomicOrdering::Relaxed).is_null() {
-                slot.store(ptr::null_mut(), AtomicOrdering::Release);
+        // SAFETY: built by our skiplist and never linked (each leaves its slot only below, under
+        // the lock we hold, so no other drain takes it); sorted, and each (key, seq) is new.
+        unsafe { self.skiplist.link_sorted(nodes) };
+        // Only now that the skiplist holds them may the buckets forget them (module invariant).
+        for bucket in buckets {
+            for slot in &bucket.slots {
+                if !slot.load(AtomicOrdering::Relaxed).is_null() {
+                    slot.store(ptr::null_mut(), AtomicOrdering::Release);
+                }
             }
         }
-        n
+        nodes.len()
     }
 
     /// Drains every non-empty bucket. Every entry whose insert finished before this call is in the
     /// skiplist when it returns.
     fn drain_all(&self) {
+        let mut nodes = Vec::with_capacity(SLOTS);
         for bucket in self.buckets.iter() {
             // A bucket seen empty with Acquire loads needs nothing: each entry that was in it was
             // drained, and the Release store that nulled its slot came after its skiplist insert.
@@ -287,15 +175,18 @@ impl Shared {
                 .any(|s| !s.load(AtomicOrdering::Acquire).is_null());
             if occupied {
                 let _guard = bucket.lock.lock();
-                self.drain_locked(bucket);
+                self.drain_locked(&[bucket], &mut nodes);
             }
         }
     }
 
-    /// Drains the due buckets of the `due` words in `words`, never waiting for a bucket lock.
-    /// Returns how many entries moved.
+    /// Drains the due buckets of the `due` words in `words`, one multi-insert per word, never
+    /// waiting for a bucket lock. Returns how many entries moved.
     fn drain_due(&self, words: std::ops::Range<usize>) -> usize {
         let mut moved = 0;
+        let mut nodes = Vec::new();
+        let mut locked = Vec::new();
+        let mut guards = Vec::new();
         for w in words {
             let word = &self.due[w];
             if word.load(AtomicOrdering::Relaxed) == 0 {
@@ -309,13 +200,19 @@ impl Shared {
                     continue;
                 };
                 match bucket.lock.try_lock() {
-                    Some(_guard) => moved += self.drain_locked(bucket),
+                    Some(guard) => {
+                        guards.push(guard);
+                        locked.push(bucket);
+                    }
                     // A writer or `iter` holds it: try again on the next sweep.
                     None => {
                         word.fetch_or(1 << bit, AtomicOrdering::Relaxed);
                     }
                 }
             }
+            moved += self.drain_locked(&locked, &mut nodes);
+            guards.clear();
+            locked.clear();
         }
         moved
     }
@@ -394,7 +291,6 @@ impl FloDbMemtable {
             due: (0..due_words).map(|_| AtomicU64::new(0)).collect(),
             buckets,
             skiplist: Arc::new(SkipListMemtable::with_expected_bytes(bytes)),
-            entries: EntryAllocator::new(),
         });
         let mut handles = Vec::with_capacity(threads);
         for t in 0..threads {
@@ -484,18 +380,15 @@ impl Memtable for FloDbMemtable {
     /// When the internal key or the value is 4 GiB or longer (the engine caps values at 1 GiB).
     fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) {
         let shared = &*self.shared;
-        let shard = shared.entries.shard();
-        shard.inserts.fetch_add(1, AtomicOrdering::Relaxed);
         let index = shared.bucket_index(user_key);
         let bucket = &shared.buckets[index];
-        // A lock-free peek first: a full bucket writes through without allocating an entry.
+        let node = shared.skiplist.build(user_key, seq, kind, value);
+        // A lock-free peek first: a full bucket writes through without taking its lock.
         let has_room = bucket
             .slots
             .iter()
             .any(|s| s.load(AtomicOrdering::Relaxed).is_null());
         if has_room {
-            let trailer = key::pack_trailer(seq, kind as u8);
-            let entry = EntryAllocator::alloc(shard, user_key, trailer, value);
             let _guard = bucket.lock.lock();
             let mut stored = false;
             let mut occupied = 0;
@@ -504,8 +397,8 @@ impl Memtable for FloDbMemtable {
                 if !slot.load(AtomicOrdering::Relaxed).is_null() {
                     occupied += 1;
                 } else if !stored {
-                    // Release: publishes the entry's bytes to readers' Acquire loads.
-                    slot.store(entry, AtomicOrdering::Release);
+                    // Release: publishes the node's bytes to readers' Acquire loads.
+                    slot.store(node.as_ptr(), AtomicOrdering::Release);
                     stored = true;
                     occupied += 1;
                 }
@@ -516,23 +409,25 @@ impl Memtable for FloDbMemtable {
                 }
                 return;
             }
-            // The bucket filled up since the peek: the entry stays allocated, unused.
+            // The bucket filled up since the peek: write through.
         }
-        shared.skiplist.insert(user_key, seq, kind, value);
+        // SAFETY: built just now by our skiplist and published nowhere else; (key, seq) is new
+        // (the `Memtable` contract).
+        unsafe { shared.skiplist.link_sorted(&[node]) };
     }
 
     fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemtableGet> {
         let shared = &*self.shared;
         let bucket = &shared.buckets[shared.bucket_index(user_key)];
         // The newest matching entry in the bucket, read first (see the module contract).
-        let mut best: Option<(SeqNo, ValueKind, *const Entry)> = None;
+        let mut best: Option<(SeqNo, ValueKind, *const Node)> = None;
         for slot in &bucket.slots {
             let p = slot.load(AtomicOrdering::Acquire);
             if p.is_null() {
                 continue;
             }
-            // SAFETY: an Acquire load of a slot yields a published entry, alive as long as `self`.
-            let ikey = unsafe { entry_key(p) };
+            // SAFETY: an Acquire load of a slot yields a published node, alive as long as `self`.
+            let ikey = unsafe { built_key(p) };
             let Some(parsed) = key::parse_internal_key(ikey) else {
                 continue;
             };
@@ -560,7 +455,7 @@ impl Memtable for FloDbMemtable {
                 kind,
                 seq,
                 // SAFETY: as above.
-                value: unsafe { entry_value(p) }.to_vec(),
+                value: unsafe { built_value(p) }.to_vec(),
             },
         })
     }
@@ -571,11 +466,11 @@ impl Memtable for FloDbMemtable {
     }
 
     fn approximate_bytes(&self) -> usize {
-        self.shared.entries.bytes() + self.shared.skiplist.approximate_bytes()
+        self.shared.skiplist.approximate_bytes()
     }
 
     fn len(&self) -> usize {
-        self.shared.entries.inserts()
+        self.shared.skiplist.built()
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::iter::collect_forward;
-use crate::key::{compare_internal, MAX_SEQNO};
+use crate::key::{compare_internal, MAX_SEQNO, TRAILER_LEN};
 use crate::memtable::test_support::{ikey_of, small_key, ModelKey};
 use proptest::prelude::*;
 use std::cmp::Reverse;

@@ -49,7 +49,7 @@ const BRANCHING: u32 = 4;
 
 /// The fixed part of a node; its tower lies just before it and its key and value just after.
 #[repr(C)]
-struct Node {
+pub(crate) struct Node {
     /// The next node at level 0 (null at the end of the list). Level `i` is `i` slots earlier.
     next0: AtomicPtr<Node>,
     /// Length of the internal key (user key + trailer).
@@ -71,18 +71,89 @@ struct Writer {
 
 impl Writer {
     fn random_height(&mut self) -> usize {
-        let mut height = 1;
-        loop {
-            // xorshift64: a full-period generator, plenty for tower heights.
-            self.rng ^= self.rng << 13;
-            self.rng ^= self.rng >> 7;
-            self.rng ^= self.rng << 17;
-            if height == MAX_HEIGHT || !((self.rng >> 32) as u32).is_multiple_of(BRANCHING) {
-                return height;
-            }
-            height += 1;
-        }
+        random_height(&mut self.rng)
     }
+}
+
+/// A tower height drawn from `rng` (xorshift64 state, never zero): 1 plus one level for each
+/// further draw that hits one chance in [`BRANCHING`], at most [`MAX_HEIGHT`].
+fn random_height(rng: &mut u64) -> usize {
+    let mut height = 1;
+    loop {
+        // xorshift64: a full-period generator, plenty for tower heights.
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        if height == MAX_HEIGHT || !((*rng >> 32) as u32).is_multiple_of(BRANCHING) {
+            return height;
+        }
+        height += 1;
+    }
+}
+
+/// Allocator shards for nodes built outside the insert lock ([`SkipListMemtable::build`]):
+/// writers on different threads build under different locks.
+const BUILD_SHARDS: usize = 16;
+
+/// One build shard, on its own cache lines.
+#[repr(align(128))]
+struct BuildShard {
+    /// The shard's arena and its xorshift64 state for tower heights (never zero).
+    state: Mutex<(Arena, u64)>,
+    /// `state`'s `arena.used()`, readable without the lock.
+    bytes: AtomicUsize,
+    /// Nodes built in this shard.
+    built: AtomicUsize,
+}
+
+thread_local! {
+    /// This thread's build shard, assigned round-robin on first use.
+    static SHARD_OF_THREAD: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+/// A complete node that is in no list yet: built by [`SkipListMemtable::build`], linked (once) by
+/// [`SkipListMemtable::link_sorted`]. Its key and value may be read from the moment it is built;
+/// until it is linked its level-0 `next` slot holds its height instead of a pointer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Unlinked(NonNull<Node>);
+
+impl Unlinked {
+    /// The raw node pointer, to store in an atomic slot. Never null.
+    pub(crate) fn as_ptr(self) -> *mut Node {
+        self.0.as_ptr()
+    }
+
+    /// Rebuilds an `Unlinked` from [`Unlinked::as_ptr`].
+    ///
+    /// # Safety
+    /// `ptr` came from `as_ptr` of a node that was not linked since.
+    pub(crate) unsafe fn from_ptr(ptr: *mut Node) -> Unlinked {
+        // SAFETY: caller's contract: `as_ptr` never returns null.
+        Unlinked(unsafe { NonNull::new_unchecked(ptr) })
+    }
+}
+
+/// The internal key of a node built by [`SkipListMemtable::build`] (linked or not).
+///
+/// # Safety
+/// `node` is such a node, its memtable outlives `'a`, and the pointer was obtained with a
+/// happens-before edge from the build (an Acquire load of a slot stored with Release).
+#[inline]
+pub(crate) unsafe fn built_key<'a>(node: *const Node) -> &'a [u8] {
+    // SAFETY: caller's contract.
+    unsafe { node_key(node) }
+}
+
+/// The value of a node built by [`SkipListMemtable::build`].
+///
+/// # Safety
+/// As for [`built_key`].
+#[inline]
+pub(crate) unsafe fn built_value<'a>(node: *const Node) -> &'a [u8] {
+    // SAFETY: caller's contract.
+    unsafe { node_value(node) }
 }
 
 /// A memtable backed by an arena skiplist. See the module documentation for the layout and the
@@ -97,8 +168,11 @@ pub struct SkipListMemtable {
     /// User key -> newest node, for point lookups.
     index: PointIndex,
     writer: Mutex<Writer>,
+    /// The insert lock's arena and index bytes (the build shards count theirs apart).
     bytes: AtomicUsize,
     len: AtomicUsize,
+    /// Arenas for nodes built outside the insert lock; empty until the first build.
+    build_shards: Box<[BuildShard]>,
 }
 
 // SAFETY: the raw `head` pointer refers to memory owned by `writer.arena`, which lives as long as
@@ -321,6 +395,13 @@ impl SkipListMemtable {
                 rng: 0x2545_f491_4f6c_dd1d,
             }),
             len: AtomicUsize::new(0),
+            build_shards: (0..BUILD_SHARDS)
+                .map(|i| BuildShard {
+                    state: Mutex::new((Arena::new(), 0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1))),
+                    bytes: AtomicUsize::new(0),
+                    built: AtomicUsize::new(0),
+                })
+                .collect(),
         }
     }
 
@@ -387,18 +468,63 @@ impl SkipListMemtable {
         }
     }
 
-    /// Inserts a batch of `(internal key, value)` entries under one acquisition of the insert lock.
-    ///
-    /// The batch must be sorted strictly ascending by [`key::compare_internal`], and no entry may
-    /// already be in the memtable. Each search reuses the previous entry's splice (its predecessor
-    /// and successor at every level): it climbs only to the lowest level whose splice still
-    /// brackets the new key and searches down from there, so a batch of key-order neighbours costs
-    /// a few comparisons per entry instead of a search from the head (RocksDB's splice insert).
+    /// Builds a complete node for `user_key` at `seq` in this thread's build shard, outside the
+    /// insert lock. It is in no list until [`Self::link_sorted`] links it, but its key and value
+    /// may be read (through [`built_key`] and [`built_value`]) as soon as it is published to
+    /// other threads with a Release store. Its memory counts in `approximate_bytes` at once.
     ///
     /// # Panics
-    /// When an internal key is shorter than a trailer, or a key or value is 4 GiB or longer.
-    pub(crate) fn insert_sorted(&self, entries: &[(&[u8], &[u8])]) {
-        if entries.is_empty() {
+    /// When the internal key or the value is 4 GiB or longer.
+    pub(crate) fn build(
+        &self,
+        user_key: &[u8],
+        seq: SeqNo,
+        kind: ValueKind,
+        value: &[u8],
+    ) -> Unlinked {
+        let key_len = user_key.len() + TRAILER_LEN;
+        u32::try_from(key_len).expect("memtable key under 4 GiB");
+        u32::try_from(value.len()).expect("memtable value under 4 GiB");
+        let i = SHARD_OF_THREAD.with(|s| {
+            if s.get() == usize::MAX {
+                s.set(NEXT_SHARD.fetch_add(1, AtomicOrdering::Relaxed) % BUILD_SHARDS);
+            }
+            s.get()
+        });
+        let shard = &self.build_shards[i];
+        let (block, height) = {
+            let mut state = shard.state.lock();
+            let (arena, rng) = &mut *state;
+            let height = random_height(rng);
+            let block = arena.alloc(node_size(height, key_len, value.len()));
+            shard.bytes.store(arena.used(), AtomicOrdering::Relaxed);
+            (block, height)
+        };
+        shard.built.fetch_add(1, AtomicOrdering::Relaxed);
+        let trailer = key::pack_trailer(seq, kind as u8).to_le_bytes();
+        // SAFETY: the block is fresh, private to this thread (nothing points to it yet) and sized
+        // for `height` slots, the header, the key and the value. The level-0 slot holds the
+        // height until `link_sorted` replaces it with a pointer; no list reaches the node before.
+        unsafe {
+            let node = write_node(block, height, user_key, &trailer, value);
+            ptr::write(slot(node, 0) as *mut usize, height);
+            Unlinked(NonNull::new_unchecked(node))
+        }
+    }
+
+    /// Links a batch of built nodes into the list under one acquisition of the insert lock.
+    ///
+    /// Each search reuses the previous node's splice (its predecessor and successor at every
+    /// level): it climbs only to the lowest level whose splice still brackets the new key and
+    /// searches down from there, so a batch of key-order neighbours costs a few comparisons per
+    /// node instead of a search from the head (RocksDB's splice insert).
+    ///
+    /// # Safety
+    /// Every node was built by this memtable's [`Self::build`] and never linked, the batch is
+    /// sorted strictly ascending by [`key::compare_internal`], and no node's key is already in
+    /// the list.
+    pub(crate) unsafe fn link_sorted(&self, nodes: &[Unlinked]) {
+        if nodes.is_empty() {
             return;
         }
         let head = self.head.as_ptr();
@@ -406,20 +532,25 @@ impl SkipListMemtable {
         // Only this thread changes `max_height` while it holds the lock.
         let mut max_height = self.max_height.load(AtomicOrdering::Relaxed);
         // The splice. INVARIANT: at every level `i`, `prev[i]` is the head or a node of height
-        // > i that sorts before every entry still to insert, `prev[i + 1]` is `prev[i]` or sorts
+        // > i that sorts before every node still to link, `prev[i + 1]` is `prev[i]` or sorts
         // before it, and `succ[i]` is `prev[i]`'s successor at level `i`, for all levels at or above
         // `valid` (levels at or above `max_height` hold the head and null, which is right because
         // those levels are empty). Levels below `valid` are stale until recomputed.
         let mut prev = [head; MAX_HEIGHT];
         let mut succ = [ptr::null_mut::<Node>(); MAX_HEIGHT];
         let mut valid = max_height;
-        for (i, &(ikey, value)) in entries.iter().enumerate() {
-            assert!(ikey.len() >= TRAILER_LEN, "memtable key without a trailer");
-            u32::try_from(ikey.len()).expect("memtable key under 4 GiB");
-            u32::try_from(value.len()).expect("memtable value under 4 GiB");
+        for (i, unlinked) in nodes.iter().enumerate() {
+            let node = unlinked.as_ptr();
+            // SAFETY: caller's contract: a complete node of ours, not yet linked, so its level-0
+            // slot still holds its height.
+            let (ikey, height) =
+                unsafe { (node_key(node), ptr::read(slot(node, 0) as *const usize)) };
             debug_assert!(
-                i == 0 || key::compare_internal(entries[i - 1].0, ikey) == Ordering::Less,
-                "insert_sorted batch not strictly sorted"
+                // SAFETY: as above.
+                i == 0
+                    || key::compare_internal(unsafe { node_key(nodes[i - 1].as_ptr()) }, ikey)
+                        == Ordering::Less,
+                "link_sorted batch not strictly sorted"
             );
             let target = Target::new(ikey);
             // The lowest valid level whose splice brackets the target: everything from there up
@@ -460,18 +591,11 @@ impl SkipListMemtable {
                 succ[0].is_null() || unsafe { target.compare_node(succ[0]) } != Ordering::Equal,
                 "memtable entry inserted twice"
             );
-
-            let height = writer.random_height();
-            let key_len = ikey.len();
-            let block = writer.arena.alloc(node_size(height, key_len, value.len()));
-            let (user_key, trailer) = ikey.split_at(key_len - TRAILER_LEN);
-            let trailer: &[u8; TRAILER_LEN] = trailer.try_into().expect("trailer length");
-            // SAFETY: as in `insert`: the block is fresh and private and sized for this node;
-            // every `prev[l]` for `l < height` is the head or a published node of height > l
-            // (levels at or above `max_height` hold the head), and only this thread writes `next`
-            // pointers. The node is complete before the Release stores publish it, bottom-up.
+            // SAFETY: the node's tower has `height` slots, which only this thread writes (it is in
+            // no list yet, and we hold the lock); every `prev[l]` for `l < height` is the head or a
+            // published node of height > l (levels at or above `max_height` hold the head). The
+            // tower is complete before the Release stores publish the node, bottom-up.
             unsafe {
-                let node = write_node(block, height, user_key, trailer, value);
                 for l in 0..height {
                     let after = (*slot(prev[l], l)).load(AtomicOrdering::Relaxed);
                     debug_assert_eq!(after, succ[l], "stale splice");
@@ -482,9 +606,10 @@ impl SkipListMemtable {
                     *p = node;
                 }
                 // SAFETY: we hold the insert lock; the node is complete and linked, and lives
-                // in the arena as long as the memtable.
-                let h = point_index::hash(user_key);
-                self.index.insert(&mut writer.index, h, node);
+                // in its shard's arena as long as the memtable.
+                let user_key = &ikey[..ikey.len() - TRAILER_LEN];
+                self.index
+                    .insert(&mut writer.index, point_index::hash(user_key), node);
             }
             if height > max_height {
                 max_height = height;
@@ -495,7 +620,33 @@ impl SkipListMemtable {
             writer.arena.used() + writer.index.bytes(),
             AtomicOrdering::Relaxed,
         );
-        self.len.fetch_add(entries.len(), AtomicOrdering::Relaxed);
+        self.len.fetch_add(nodes.len(), AtomicOrdering::Relaxed);
+    }
+
+    /// Builds and links a sorted batch of `(internal key, value)` entries (see [`Self::build`]
+    /// and [`Self::link_sorted`]).
+    ///
+    /// # Panics
+    /// When an internal key is shorter than a trailer, or a key or value is 4 GiB or longer.
+    #[cfg(test)]
+    pub(crate) fn insert_sorted(&self, entries: &[(&[u8], &[u8])]) {
+        let nodes: Vec<Unlinked> = entries
+            .iter()
+            .map(|&(ikey, value)| {
+                let parsed = key::parse_internal_key(ikey).expect("memtable key with a trailer");
+                self.build(parsed.user_key, parsed.seq, parsed.kind, value)
+            })
+            .collect();
+        // SAFETY: freshly built here, linked once; the caller gives a sorted batch of new keys.
+        unsafe { self.link_sorted(&nodes) }
+    }
+
+    /// Nodes built by [`Self::build`], linked or not.
+    pub(crate) fn built(&self) -> usize {
+        self.build_shards
+            .iter()
+            .map(|s| s.built.load(AtomicOrdering::Relaxed))
+            .sum()
     }
 
     /// `node` itself, or null when it is the head.
@@ -608,6 +759,11 @@ impl Memtable for SkipListMemtable {
 
     fn approximate_bytes(&self) -> usize {
         self.bytes.load(AtomicOrdering::Relaxed)
+            + self
+                .build_shards
+                .iter()
+                .map(|s| s.bytes.load(AtomicOrdering::Relaxed))
+                .sum::<usize>()
     }
 
     fn len(&self) -> usize {
