@@ -8,8 +8,11 @@
 //! multi-insert ([`SkipListMemtable::link_sorted`]): nothing is copied, so an entry costs its
 //! memory once, and a drain only searches and swings pointers. Partitioned hashing makes the
 //! multi-insert pay: the bucket index is the key's leading bits (after
-//! [`FloDbConfig::prefix_bits`]), so a bucket holds key-order neighbours and a multi-insert walks a
-//! short distance per entry.
+//! [`FloDbConfig::prefix_bits`]), so a bucket holds key-order neighbours, and neighbouring buckets
+//! hold neighbouring key ranges: a drain thread links all the due buckets of a 64-bucket word with
+//! one multi-insert, whose search carries from one node to the next. Each slot also holds a 16-bit
+//! tag of the key's hash, so a lookup loads only the nodes of its own key; the same hash then
+//! serves the skiplist's point index.
 //!
 //! Invariants:
 //! - An entry's key and value are never modified after a pointer to it is published, and the node
@@ -32,14 +35,14 @@
 //! before it was created. Drain threads hold only a [`Weak`] to the shared state, never block on a
 //! bucket lock (`try_lock`), and exit once the memtable is gone; dropping the memtable joins them.
 
+use super::point_index;
 use super::skiplist::{built_key, built_value, Node, Unlinked};
 use super::{Memtable, MemtableGet, SkipListMemtable};
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 use parking_lot::Mutex;
 use std::mem::size_of;
-use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -81,9 +84,10 @@ pub struct FloDbConfig {
 struct Bucket {
     /// Taken by writers and drains only; readers never take it.
     lock: Mutex<()>,
-    // INVARIANT: each slot is null or points to a node built by the memtable's skiplist, never
-    // linked, whose user key maps to this bucket; slots change only under `lock`.
-    slots: [AtomicPtr<Node>; SLOTS],
+    // INVARIANT: each slot is 0 (empty) or `tag << 48 | pointer` (see [`slot_value`]) for a node
+    // built by the memtable's skiplist, never linked, whose user key maps to this bucket; slots
+    // change only under `lock`.
+    slots: [AtomicU64; SLOTS],
 }
 
 const _: () = assert!(size_of::<Bucket>() == BUCKET_BYTES);
@@ -105,7 +109,7 @@ struct Shared {
 }
 
 // `Shared` needs no unsafe Send/Sync impl: it is Send and Sync by its fields (atomics, mutexes and
-// an `Arc` of the Sync skiplist). Raw node pointers live only in `AtomicPtr`s and in locals.
+// an `Arc` of the Sync skiplist). Raw node pointers live only in slots and in locals.
 
 impl Shared {
     /// The bucket of `user_key`: its `bucket_bits` bits after the first `prefix_bits`, reading
@@ -133,10 +137,10 @@ impl Shared {
             let start = nodes.len();
             for slot in &bucket.slots {
                 // Relaxed: slots change only under the lock we hold.
-                let p = slot.load(AtomicOrdering::Relaxed);
-                if !p.is_null() {
+                let v = slot.load(AtomicOrdering::Relaxed);
+                if v != 0 {
                     // SAFETY: a slot holds a built node that nobody linked (bucket invariant).
-                    nodes.push(unsafe { Unlinked::from_ptr(p) });
+                    nodes.push(unsafe { Unlinked::from_ptr(slot_node(v)) });
                 }
             }
             nodes[start..].sort_unstable_by(by_key);
@@ -154,8 +158,8 @@ impl Shared {
         // Only now that the skiplist holds them may the buckets forget them (module invariant).
         for bucket in buckets {
             for slot in &bucket.slots {
-                if !slot.load(AtomicOrdering::Relaxed).is_null() {
-                    slot.store(ptr::null_mut(), AtomicOrdering::Release);
+                if slot.load(AtomicOrdering::Relaxed) != 0 {
+                    slot.store(0, AtomicOrdering::Release);
                 }
             }
         }
@@ -172,7 +176,7 @@ impl Shared {
             let occupied = bucket
                 .slots
                 .iter()
-                .any(|s| !s.load(AtomicOrdering::Acquire).is_null());
+                .any(|s| s.load(AtomicOrdering::Acquire) != 0);
             if occupied {
                 let _guard = bucket.lock.lock();
                 self.drain_locked(&[bucket], &mut nodes);
@@ -216,6 +220,30 @@ impl Shared {
         }
         moved
     }
+}
+
+/// Bits of a slot value that hold the node pointer; the 16 above them hold the tag.
+const POINTER_BITS: u32 = 48;
+
+/// The slot value for `node`, whose user key's [`point_index::hash`] is `h`: the hash's top 16
+/// bits (the tag) over the pointer, so a lookup skips the nodes of other keys without loading
+/// them. `None` when the pointer does not fit in 48 bits (the node then bypasses the membuffer).
+#[inline]
+fn slot_value(node: Unlinked, h: u64) -> Option<u64> {
+    let address = node.as_ptr() as usize as u64;
+    (address >> POINTER_BITS == 0).then_some(tag_of(h) << POINTER_BITS | address)
+}
+
+/// The tag of a slot value for a key whose hash is `h`.
+#[inline]
+fn tag_of(h: u64) -> u64 {
+    h >> POINTER_BITS
+}
+
+/// The node of a non-zero slot value.
+#[inline]
+fn slot_node(v: u64) -> *mut Node {
+    (v & ((1 << POINTER_BITS) - 1)) as usize as *mut Node
 }
 
 /// `bits` bits of `user_key` starting at bit `prefix_bits` (most significant first), with bytes
@@ -330,7 +358,7 @@ impl FloDbMemtable {
             .buckets
             .iter()
             .flat_map(|b| &b.slots)
-            .filter(|s| !s.load(AtomicOrdering::Acquire).is_null())
+            .filter(|s| s.load(AtomicOrdering::Acquire) != 0)
             .count();
         (buffered, self.shared.skiplist.len())
     }
@@ -387,18 +415,19 @@ impl Memtable for FloDbMemtable {
         let has_room = bucket
             .slots
             .iter()
-            .any(|s| s.load(AtomicOrdering::Relaxed).is_null());
-        if has_room {
+            .any(|s| s.load(AtomicOrdering::Relaxed) == 0);
+        let value = slot_value(node, point_index::hash(user_key));
+        if let (true, Some(value)) = (has_room, value) {
             let _guard = bucket.lock.lock();
             let mut stored = false;
             let mut occupied = 0;
             for slot in &bucket.slots {
                 // Relaxed: slots change only under the lock we hold.
-                if !slot.load(AtomicOrdering::Relaxed).is_null() {
+                if slot.load(AtomicOrdering::Relaxed) != 0 {
                     occupied += 1;
                 } else if !stored {
                     // Release: publishes the node's bytes to readers' Acquire loads.
-                    slot.store(node.as_ptr(), AtomicOrdering::Release);
+                    slot.store(value, AtomicOrdering::Release);
                     stored = true;
                     occupied += 1;
                 }
@@ -419,13 +448,16 @@ impl Memtable for FloDbMemtable {
     fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemtableGet> {
         let shared = &*self.shared;
         let bucket = &shared.buckets[shared.bucket_index(user_key)];
+        let h = point_index::hash(user_key);
+        let tag = tag_of(h);
         // The newest matching entry in the bucket, read first (see the module contract).
         let mut best: Option<(SeqNo, ValueKind, *const Node)> = None;
         for slot in &bucket.slots {
-            let p = slot.load(AtomicOrdering::Acquire);
-            if p.is_null() {
+            let v = slot.load(AtomicOrdering::Acquire);
+            if v == 0 || v >> POINTER_BITS != tag {
                 continue;
             }
+            let p = slot_node(v);
             // SAFETY: an Acquire load of a slot yields a published node, alive as long as `self`.
             let ikey = unsafe { built_key(p) };
             let Some(parsed) = key::parse_internal_key(ikey) else {
@@ -438,7 +470,7 @@ impl Memtable for FloDbMemtable {
                 best = Some((parsed.seq, parsed.kind, p));
             }
         }
-        let from_list = shared.skiplist.get(user_key, snapshot);
+        let from_list = shared.skiplist.get_hashed(user_key, h, snapshot);
         let Some((seq, kind, p)) = best else {
             return from_list;
         };

@@ -21,6 +21,10 @@
 //!
 //! Concurrency contract: inserts are serialized by the `writer` mutex (which also owns the arena);
 //! the engine already serializes them under its WAL lock, so the mutex is uncontended there.
+//! FloDB's writers split an insert in two: [`SkipListMemtable::build`] writes a complete node into
+//! the calling thread's build shard (its own arena and lock) without the insert lock, and
+//! [`SkipListMemtable::link_sorted`] later links built nodes under it. Until it is linked a node's
+//! level-0 slot holds its height, and no list reaches it.
 //! Readers (`get`, iterators) take no lock. The writer links a new node bottom-up with `Release`
 //! stores of the predecessors' `next` pointers; readers load `next` pointers with `Acquire`, so
 //! every node a reader reaches is fully initialized. A reader racing with an insert sees the new
@@ -649,6 +653,47 @@ impl SkipListMemtable {
             .sum()
     }
 
+    /// [`Memtable::get`] for a key whose [`point_index::hash`] the caller already has.
+    pub(crate) fn get_hashed(
+        &self,
+        user_key: &[u8],
+        h: u64,
+        snapshot: SeqNo,
+    ) -> Option<MemtableGet> {
+        // SAFETY: the index holds only published nodes of this memtable's arena.
+        let node = match unsafe { self.index.lookup::<Node>(user_key, h) } {
+            Lookup::Absent => return None,
+            // SAFETY: an indexed node is a published entry node living as long as `self`.
+            Lookup::Newest(node) if unsafe { Node::seq(node) } <= snapshot => node,
+            // Newer than the snapshot (or no index): search for the newest visible version.
+            Lookup::Newest(_) | Lookup::Unknown => {
+                let target = Target {
+                    user_key,
+                    trailer: key::pack_trailer(snapshot, KIND_FOR_SEEK),
+                };
+                self.find::<false>(target, None).1
+            }
+        };
+        if node.is_null() {
+            return None;
+        }
+        // SAFETY: `node` came from an Acquire load: an initialized entry node living as long as
+        // `self`.
+        let (ikey, value) = unsafe { (node_key(node), node_value(node)) };
+        let parsed = key::parse_internal_key(ikey)?;
+        if parsed.user_key != user_key {
+            return None;
+        }
+        Some(match parsed.kind {
+            ValueKind::Deletion => MemtableGet::Deleted { seq: parsed.seq },
+            kind => MemtableGet::Found {
+                kind,
+                seq: parsed.seq,
+                value: value.to_vec(),
+            },
+        })
+    }
+
     /// `node` itself, or null when it is the head.
     fn entry(&self, node: *mut Node) -> *mut Node {
         if node == self.head.as_ptr() {
@@ -713,41 +758,7 @@ impl Memtable for SkipListMemtable {
     }
 
     fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemtableGet> {
-        // SAFETY: the index holds only published nodes of this memtable's arena.
-        let node = match unsafe {
-            self.index
-                .lookup::<Node>(user_key, point_index::hash(user_key))
-        } {
-            Lookup::Absent => return None,
-            // SAFETY: an indexed node is a published entry node living as long as `self`.
-            Lookup::Newest(node) if unsafe { Node::seq(node) } <= snapshot => node,
-            // Newer than the snapshot (or no index): search for the newest visible version.
-            Lookup::Newest(_) | Lookup::Unknown => {
-                let target = Target {
-                    user_key,
-                    trailer: key::pack_trailer(snapshot, KIND_FOR_SEEK),
-                };
-                self.find::<false>(target, None).1
-            }
-        };
-        if node.is_null() {
-            return None;
-        }
-        // SAFETY: `node` came from an Acquire load: an initialized entry node living as long as
-        // `self`.
-        let (ikey, value) = unsafe { (node_key(node), node_value(node)) };
-        let parsed = key::parse_internal_key(ikey)?;
-        if parsed.user_key != user_key {
-            return None;
-        }
-        Some(match parsed.kind {
-            ValueKind::Deletion => MemtableGet::Deleted { seq: parsed.seq },
-            kind => MemtableGet::Found {
-                kind,
-                seq: parsed.seq,
-                value: value.to_vec(),
-            },
-        })
+        self.get_hashed(user_key, point_index::hash(user_key), snapshot)
     }
 
     fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
