@@ -74,7 +74,7 @@ impl Fence {
         }
         let t = value(user_key, self.prefix.len());
         let lo = self.values.partition_point(|&v| v < t);
-        let hi = lo + self.values[lo..].partition_point(|&v| v <= t);
+        let hi = lo + equal_run(&self.values[lo..], t);
         if lo == hi {
             Position::At(lo)
         } else {
@@ -83,9 +83,39 @@ impl Fence {
     }
 }
 
+/// How many of `values`' first elements equal `t`, given that none is smaller. Runs of equal
+/// fence values are short, and `values[0]` was the last element the search before looked at, so a
+/// gallop from the front costs one or two loads where a second binary search over the rest of the
+/// array would cost a dozen cache misses.
+#[inline]
+fn equal_run(values: &[u64], t: u64) -> usize {
+    if values.first() != Some(&t) {
+        return 0;
+    }
+    // INVARIANT: values[..known] all equal `t`.
+    let mut known = 1;
+    let mut step = 1;
+    while known + step <= values.len() && values[known + step - 1] == t {
+        known += step;
+        step *= 2;
+    }
+    let upper = (known + step).min(values.len());
+    known + values[known..upper].partition_point(|&v| v == t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn equal_runs_are_counted_exactly() {
+        for len in 0..40 {
+            for run in 0..=len {
+                let values: Vec<u64> = (0..len).map(|i| if i < run { 5 } else { 9 }).collect();
+                assert_eq!(equal_run(&values, 5), run, "len {len} run {run}");
+            }
+        }
+    }
 
     fn fence(keys: &[&[u8]]) -> Fence {
         Fence::build(keys[0], keys[keys.len() - 1], keys.iter().copied())

@@ -73,19 +73,23 @@ impl VerifiedBlocks {
         VerifiedBlocks { offsets, bits }
     }
 
-    /// The block's word and bit, if `offset` starts a data block.
-    fn slot(&self, offset: u64) -> Option<(&std::sync::atomic::AtomicU64, u64)> {
-        let i = self.offsets.binary_search(&offset).ok()?;
+    /// The block's word and bit, if `offset` starts a data block. `at`, when given, is the
+    /// block's position in the index, which saves the search when it is right.
+    fn slot(&self, offset: u64, at: Option<usize>) -> Option<(&std::sync::atomic::AtomicU64, u64)> {
+        let i = match at {
+            Some(i) if self.offsets.get(i) == Some(&offset) => i,
+            _ => self.offsets.binary_search(&offset).ok()?,
+        };
         Some((self.bits.get(i / 64)?, 1u64 << (i % 64)))
     }
 
-    fn contains(&self, offset: u64) -> bool {
-        self.slot(offset)
+    fn contains(&self, offset: u64, at: Option<usize>) -> bool {
+        self.slot(offset, at)
             .is_some_and(|(w, bit)| w.load(std::sync::atomic::Ordering::Relaxed) & bit != 0)
     }
 
     fn insert(&self, offset: u64) {
-        if let Some((w, bit)) = self.slot(offset) {
+        if let Some((w, bit)) = self.slot(offset, None) {
             w.fetch_or(bit, std::sync::atomic::Ordering::Relaxed);
         }
     }
@@ -327,7 +331,7 @@ impl Table {
         let trusted = self
             .verified
             .as_ref()
-            .is_some_and(|v| v.contains(handle.offset));
+            .is_some_and(|v| v.contains(handle.offset, None));
         let block = decode_stored_block(stored, !trusted)
             .map_err(|(at, what)| Error::corruption(&self.path, handle.offset + at as u64, what))?;
         if !trusted {
@@ -342,11 +346,12 @@ impl Table {
     /// uncompressed and its checksum was verified before: slicing the map is cheaper than a block
     /// cache lookup, and caching it would only copy what the page cache already holds. `None`
     /// otherwise (the caller goes through [`Table::data_block`], which verifies and caches).
-    fn mapped_block(&self, handle: BlockHandle) -> Result<Option<Block>> {
+    /// `at` is the block's position in the index when the caller knows it.
+    fn mapped_block(&self, handle: BlockHandle, at: Option<usize>) -> Result<Option<Block>> {
         let (Some(map), Some(verified)) = (&self.map, &self.verified) else {
             return Ok(None);
         };
-        if !verified.contains(handle.offset) {
+        if !verified.contains(handle.offset, at) {
             return Ok(None);
         }
         // A verified offset starts a data block of the index, which `open` checked lies inside
@@ -411,7 +416,7 @@ impl Table {
                 return Ok(None);
             }
         }
-        let (handle, buffer) = if let Some(fence) = &self.fence {
+        let (handle, at, buffer) = if let Some(fence) = &self.fence {
             let Some(i) = self.index_position(fence, target)? else {
                 return Ok(None);
             };
@@ -421,7 +426,7 @@ impl Table {
                 .map_err(|e| corrupt_in_block(&self.path, self.index_handle.offset, e))?;
             let handle = BlockHandle::decode_exact(value)
                 .map_err(|w| Error::corruption(&self.path, self.index_handle.offset, w))?;
-            (handle, Vec::with_capacity(target.len() + 16))
+            (handle, Some(i), Vec::with_capacity(target.len() + 16))
         } else {
             let mut index = BlockIter::new(&*self.index);
             index.seek(target);
@@ -433,9 +438,9 @@ impl Table {
             }
             let handle = BlockHandle::decode_exact(index.value())
                 .map_err(|w| Error::corruption(&self.path, self.index_handle.offset, w))?;
-            (handle, index.into_buffer())
+            (handle, None, index.into_buffer())
         };
-        let mapped = self.mapped_block(handle)?;
+        let mapped = self.mapped_block(handle, at)?;
         let cached;
         let block: &Block = match &mapped {
             Some(block) => block,
