@@ -3,8 +3,9 @@
 //!
 //! A write builds its entry as a complete skiplist node ([`SkipListMemtable::build`], in a
 //! per-thread arena, outside the skiplist's insert lock) and stores a pointer to it in a free slot
-//! of its bucket, O(1) and without searching the skiplist; when the bucket is full it links the
-//! node into the skiplist at once (write-through). Drains link whole buckets' nodes with one sorted
+//! of its bucket, O(1) and without searching the skiplist; when the bucket is full the writer
+//! drains it, linking its own node with the bucket's (write-through). Drains link whole buckets'
+//! nodes with one sorted
 //! multi-insert ([`SkipListMemtable::link_sorted`]): nothing is copied, so an entry costs its
 //! memory once, and a drain only searches and swings pointers. Partitioned hashing makes the
 //! multi-insert pay: the bucket index is the key's leading bits (after
@@ -25,8 +26,9 @@
 //!   before releasing the lock.
 //!
 //! Concurrency contract (the [`Memtable`] trait's): `insert` may run on many threads at once; it
-//! takes only its thread's build shard lock and its bucket's lock (or the skiplist's insert lock
-//! on write-through). Readers (`get`, iterators) take no bucket lock: they load slots with Acquire,
+//! takes only its thread's build shard lock and its bucket's lock (and, on write-through, the
+//! skiplist's insert lock inside it; bucket locks are taken while holding another bucket lock only
+//! with `try_lock`, so there is no lock cycle). Readers (`get`, iterators) take no bucket lock: they load slots with Acquire,
 //! which makes the entry behind a pointer (written before the Release store that published it)
 //! visible, and a slot seen null after a drain makes the drain's skiplist inserts visible. `get`
 //! reads the bucket first, then the skiplist: an entry whose insert finished before the `get`
@@ -75,7 +77,7 @@ pub struct FloDbConfig {
     pub membuffer_bytes: usize,
     /// Leading key bits skipped before the bucket index is taken (FloDB's CLHT_K idea: keys sharing a common prefix); 0 = none.
     pub prefix_bits: u32,
-    /// Background drain threads (0 = none: buckets empty only by write-through and by a full drain at iteration).
+    /// Background drain threads (0 = none: a full bucket is drained by the writer that finds it full, and `iter` drains all).
     pub drain_threads: usize,
 }
 
@@ -120,13 +122,19 @@ impl Shared {
     }
 
     /// Links the nodes of `buckets`, whose locks the caller holds, into the skiplist with one
-    /// sorted multi-insert, then empties the buckets. `nodes` is scratch space. Returns how many
+    /// sorted multi-insert, then empties the buckets. `extra`, a node built by our skiplist and
+    /// never published, joins the same multi-insert. `nodes` is scratch space. Returns how many
     /// nodes moved.
     ///
     /// Partitioned hashing puts neighbouring buckets over neighbouring key ranges, so a batch of
     /// buckets taken in index order is sorted once each bucket is, and the multi-insert's splice
     /// carries from one bucket to the next instead of searching from the head for each.
-    fn drain_locked(&self, buckets: &[&Bucket], nodes: &mut Vec<Unlinked>) -> usize {
+    fn drain_locked(
+        &self,
+        buckets: &[&Bucket],
+        extra: Option<Unlinked>,
+        nodes: &mut Vec<Unlinked>,
+    ) -> usize {
         // SAFETY (for `built_key` below): every node came from a slot: built by our skiplist,
         // alive as long as `self`, its bytes visible to whoever stored it (under the locks we hold).
         let by_key = |a: &Unlinked, b: &Unlinked| unsafe {
@@ -145,6 +153,8 @@ impl Shared {
             }
             nodes[start..].sort_unstable_by(by_key);
         }
+        // Unsorted against the rest, so the check below sorts the batch.
+        nodes.extend(extra);
         if nodes.is_empty() {
             return 0;
         }
@@ -152,8 +162,9 @@ impl Shared {
         if !nodes.is_sorted_by(|a, b| by_key(a, b) == std::cmp::Ordering::Less) {
             nodes.sort_unstable_by(by_key);
         }
-        // SAFETY: built by our skiplist and never linked (each leaves its slot only below, under
-        // the lock we hold, so no other drain takes it); sorted, and each (key, seq) is new.
+        // SAFETY: built by our skiplist and never linked (each slot's node leaves its slot only
+        // below, under the lock we hold, so no other drain takes it; `extra` was never
+        // published); sorted, and each (key, seq) is new.
         unsafe { self.skiplist.link_sorted(nodes) };
         // Only now that the skiplist holds them may the buckets forget them (module invariant).
         for bucket in buckets {
@@ -179,7 +190,7 @@ impl Shared {
                 .any(|s| s.load(AtomicOrdering::Acquire) != 0);
             if occupied {
                 let _guard = bucket.lock.lock();
-                self.drain_locked(&[bucket], &mut nodes);
+                self.drain_locked(&[bucket], None, &mut nodes);
             }
         }
     }
@@ -214,7 +225,7 @@ impl Shared {
                     }
                 }
             }
-            moved += self.drain_locked(&locked, &mut nodes);
+            moved += self.drain_locked(&locked, None, &mut nodes);
             guards.clear();
             locked.clear();
         }
@@ -411,38 +422,32 @@ impl Memtable for FloDbMemtable {
         let index = shared.bucket_index(user_key);
         let bucket = &shared.buckets[index];
         let node = shared.skiplist.build(user_key, seq, kind, value);
-        // A lock-free peek first: a full bucket writes through without taking its lock.
-        let has_room = bucket
-            .slots
-            .iter()
-            .any(|s| s.load(AtomicOrdering::Relaxed) == 0);
-        let value = slot_value(node, point_index::hash(user_key));
-        if let (true, Some(value)) = (has_room, value) {
-            let _guard = bucket.lock.lock();
-            let mut stored = false;
-            let mut occupied = 0;
-            for slot in &bucket.slots {
-                // Relaxed: slots change only under the lock we hold.
-                if slot.load(AtomicOrdering::Relaxed) != 0 {
-                    occupied += 1;
-                } else if !stored {
-                    // Release: publishes the node's bytes to readers' Acquire loads.
-                    slot.store(value, AtomicOrdering::Release);
-                    stored = true;
-                    occupied += 1;
-                }
+        let Some(value) = slot_value(node, point_index::hash(user_key)) else {
+            // SAFETY: built just now by our skiplist and published nowhere else; (key, seq) is
+            // new (the `Memtable` contract).
+            unsafe { shared.skiplist.link_sorted(&[node]) };
+            return;
+        };
+        let _guard = bucket.lock.lock();
+        let mut occupied = 0;
+        for slot in &bucket.slots {
+            // Relaxed: slots change only under the lock we hold.
+            if slot.load(AtomicOrdering::Relaxed) != 0 {
+                occupied += 1;
+                continue;
             }
-            if stored {
-                if occupied >= DRAIN_MIN_ENTRIES && !shared.due.is_empty() {
-                    shared.due[index / 64].fetch_or(1 << (index % 64), AtomicOrdering::Relaxed);
-                }
-                return;
+            // Release: publishes the node's bytes to readers' Acquire loads.
+            slot.store(value, AtomicOrdering::Release);
+            if occupied + 1 >= DRAIN_MIN_ENTRIES && !shared.due.is_empty() {
+                shared.due[index / 64].fetch_or(1 << (index % 64), AtomicOrdering::Relaxed);
             }
-            // The bucket filled up since the peek: write through.
+            return;
         }
-        // SAFETY: built just now by our skiplist and published nowhere else; (key, seq) is new
-        // (the `Memtable` contract).
-        unsafe { shared.skiplist.link_sorted(&[node]) };
+        // The bucket is full: the writer drains it, its own node in the same multi-insert. One
+        // search then links eight key-order neighbours, where writing the one node through
+        // would cost a search of its own and leave the bucket full for the next writer.
+        let mut nodes = Vec::with_capacity(SLOTS + 1);
+        shared.drain_locked(&[bucket], Some(node), &mut nodes);
     }
 
     fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemtableGet> {

@@ -69,14 +69,23 @@ fn iterator_walks_both_directions_and_empty_has_nothing() {
 }
 
 #[test]
-fn a_full_bucket_writes_through_to_the_skiplist() {
+fn a_full_bucket_is_drained_by_its_writer() {
     // 64 bytes: one bucket of seven slots.
     let m = Arc::new(FloDbMemtable::new(config(64, 0)));
     assert_eq!(m.bucket_count(), 1);
-    for i in 0..20u64 {
+    for i in 0..SLOTS as u64 {
         m.insert(&i.to_be_bytes(), i + 1, ValueKind::Value, &[i as u8; 3]);
     }
-    assert_eq!(m.level_counts(), (SLOTS, 20 - SLOTS));
+    assert_eq!(m.level_counts(), (SLOTS, 0));
+    // The eighth write finds the bucket full: it links all eight, and the bucket is empty again.
+    let i = SLOTS as u64;
+    m.insert(&i.to_be_bytes(), i + 1, ValueKind::Value, &[i as u8; 3]);
+    assert_eq!(m.level_counts(), (0, SLOTS + 1));
+    for i in SLOTS as u64 + 1..20 {
+        m.insert(&i.to_be_bytes(), i + 1, ValueKind::Value, &[i as u8; 3]);
+    }
+    // 20 writes: two full drains of eight, four left in the bucket.
+    assert_eq!(m.level_counts(), (4, 16));
     for i in 0..20u64 {
         assert_eq!(
             m.get(&i.to_be_bytes(), MAX_SEQNO),
@@ -91,6 +100,21 @@ fn a_full_bucket_writes_through_to_the_skiplist() {
     );
     assert_eq!(m.get(&0u64.to_be_bytes(), 99), found(1, &[0; 3]));
     assert_eq!(m.len(), 21);
+    // Three more fill the bucket and the next drains it: seq 100 moves to the skiplist. An older
+    // version written after that (concurrent writers may insert out of order) waits in the
+    // bucket, and the newer one in the skiplist still wins.
+    for i in 21..24u64 {
+        m.insert(&i.to_be_bytes(), i + 1, ValueKind::Value, b"x");
+    }
+    assert_eq!(m.level_counts(), (0, 24));
+    m.insert(&0u64.to_be_bytes(), 60, ValueKind::Value, b"sixty");
+    assert_eq!(m.level_counts(), (1, 24));
+    assert_eq!(
+        m.get(&0u64.to_be_bytes(), MAX_SEQNO),
+        Some(MemtableGet::Deleted { seq: 100 })
+    );
+    assert_eq!(m.get(&0u64.to_be_bytes(), 99), found(60, b"sixty"));
+    assert_eq!(m.get(&0u64.to_be_bytes(), 59), found(1, &[0; 3]));
 }
 
 /// A drained entry is linked, not copied: the same entries cost a FloDB memtable about what they
