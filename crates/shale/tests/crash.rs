@@ -12,7 +12,7 @@ mod common;
 
 use common::Rng;
 use shale::fs::{FaultFs, MemFs};
-use shale::{Compression, Db, Durability, Options, WriteBatch, WriteOptions};
+use shale::{Compression, Db, Durability, MemtableKind, Options, WriteBatch, WriteOptions};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -30,10 +30,18 @@ type Write = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 /// Every seed runs with two memtable sizes. The smallest memtable is already full with a
 /// memtable's fixed overhead: every write seals one and starts a new WAL, so a power cut often
 /// loses a whole unsynced WAL while a newer one survives. The larger one holds several writes.
+/// The 4 KiB memtables are skiplists, the 16 KiB ones FloDB memtables (16 buckets, one drain
+/// thread), so both memory components seal, flush and recover under power cuts.
 fn options(fs: &FaultFs, small_memtable: bool) -> Options {
     Options {
         fs: Arc::new(fs.clone()),
         write_buffer_size: if small_memtable { 4096 } else { 16 << 10 },
+        memtable: if small_memtable {
+            MemtableKind::SkipList
+        } else {
+            MemtableKind::FloDb
+        },
+        membuffer_size: 1024,
         target_file_size: 2048,
         max_bytes_for_level_base: 8192,
         level_size_multiplier: 4.0,

@@ -6,7 +6,7 @@ use shale::ValueKind;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 
 const WRITERS: usize = 4;
@@ -42,6 +42,9 @@ struct State {
     // Every (key index, seq) writer w finished, in order.
     logs: Vec<Mutex<Vec<(usize, u64)>>>,
     stop: AtomicBool,
+    /// Every thread waits here first, so readers and scanners run beside the writers even when
+    /// the writers would finish before they are scheduled.
+    start: Barrier,
 }
 
 fn stress(config: FloDbConfig) {
@@ -53,6 +56,7 @@ fn stress(config: FloDbConfig) {
             .collect(),
         logs: (0..WRITERS).map(|_| Mutex::new(Vec::new())).collect(),
         stop: AtomicBool::new(false),
+        start: Barrier::new(WRITERS + 4),
     });
 
     let writers: Vec<_> = (0..WRITERS)
@@ -60,6 +64,7 @@ fn stress(config: FloDbConfig) {
             let s = state.clone();
             thread::spawn(move || {
                 let mut rng = 0x1234_5678_9abc_def1u64 ^ (w as u64) << 32;
+                s.start.wait();
                 for _ in 0..WRITES_PER_WRITER {
                     rng ^= rng << 13;
                     rng ^= rng >> 7;
@@ -81,7 +86,10 @@ fn stress(config: FloDbConfig) {
             thread::spawn(move || {
                 let mut rng = 0xdead_beef_u64 + r;
                 let mut gets = 0u64;
-                while !s.stop.load(AtomicOrdering::Acquire) {
+                s.start.wait();
+                loop {
+                    // Checked before the read, so every reader reads at least once.
+                    let finished = s.stop.load(AtomicOrdering::Acquire);
                     rng ^= rng << 13;
                     rng ^= rng >> 7;
                     rng ^= rng << 17;
@@ -99,8 +107,10 @@ fn stress(config: FloDbConfig) {
                         Some(other) => panic!("unexpected {other:?}"),
                     }
                     gets += 1;
+                    if finished {
+                        return gets;
+                    }
                 }
-                gets
             })
         })
         .collect();
@@ -110,6 +120,7 @@ fn stress(config: FloDbConfig) {
             let s = state.clone();
             thread::spawn(move || {
                 let mut scans = 0u64;
+                s.start.wait();
                 loop {
                     let finished = s.stop.load(AtomicOrdering::Acquire);
                     // The watermark: every insert each writer finished before the scan starts.
