@@ -113,3 +113,60 @@ fn shutdown_command_and_signals_stop_cleanly_and_keep_data() {
     let s = s.restart();
     assert_eq!(count(&s, "*"), 300);
 }
+
+/// The expiry sweep runs only once the server knows the expiry index may hold entries: it must
+/// know that at open for keys written before a restart, and from the first expiry written.
+#[test]
+fn the_sweep_expires_keys_written_before_a_restart_and_after_it() {
+    let expired = |s: &Server| -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("stats")
+            .query(&mut s.client())
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("expired_keys:"))
+            .expect("INFO stats has expired_keys")
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let wait_for = |s: &Server, n: u64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while expired(s) < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the sweep expired {} keys of {n}",
+                expired(s)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let mut s = Server::start(&["--appendfsync", "always"]);
+    let _: () = redis::cmd("SET")
+        .arg("before")
+        .arg("v")
+        .arg("PX")
+        .arg(400)
+        .query(&mut s.client())
+        .unwrap();
+    assert!(s
+        .signal_and_wait(libc::SIGTERM, Duration::from_secs(20))
+        .success());
+    // Nobody reads it after the restart: only the sweep can expire it.
+    let s = s.restart();
+    wait_for(&s, 1);
+    let mut s = s;
+    assert!(s
+        .signal_and_wait(libc::SIGTERM, Duration::from_secs(20))
+        .success());
+    // A fresh start with an empty expiry index, then a first expiry.
+    let s = s.restart();
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("v")
+        .arg("PX")
+        .arg(100)
+        .query(&mut s.client())
+        .unwrap();
+    wait_for(&s, 1);
+}

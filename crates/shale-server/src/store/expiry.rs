@@ -38,6 +38,9 @@ pub fn delete_expired(store: &Store, keys: &[Vec<u8>]) -> shale::Result<usize> {
 /// # Errors
 /// The engine's error.
 pub fn sweep(store: &Store) -> shale::Result<usize> {
+    if !store.may_have_expiring_keys() {
+        return Ok(0);
+    }
     let now = now_ms();
     let mut due = Vec::new();
     let lo = vec![format::EXPIRY];

@@ -28,7 +28,8 @@ use crate::config::Appendfsync;
 use crate::metrics::Histogram;
 use parking_lot::RwLock;
 use shale::{Db, Durability, WriteBatch, WriteOptions};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch.
@@ -47,6 +48,10 @@ pub struct Store {
     // `format::GENERATION_KEY` and the clock at open, persisted with every new collection).
     next_generation: AtomicU64,
     appendfsync: AtomicU8,
+    /// Whether the expiry index may hold entries: set at open when it does, and by every write
+    /// that adds one, before its commit; never cleared. While it is false the expiry sweep reads
+    /// nothing: a range read would make the engine drain FloDB's membuffer every sweep period.
+    expiring: AtomicBool,
     /// Engine commit (WriteBatch) latency.
     pub commit_latency: Histogram,
     /// Group commit under `appendfsync always`.
@@ -64,15 +69,38 @@ impl Store {
             .and_then(|v| v.get(..8).and_then(|b| b.try_into().ok()))
             .map_or(0, u64::from_be_bytes);
         let clock = now_ms().saturating_mul(1000);
+        let expiring = match db
+            .range((
+                Bound::Included(vec![format::EXPIRY]),
+                Bound::Excluded(vec![format::EXPIRY + 1]),
+            ))
+            .next()
+        {
+            Some(item) => item.map(|_| true)?,
+            None => false,
+        };
         Ok(Store {
             db,
             stripes: locks::Stripes::new(),
             keyspace: RwLock::new(()),
             next_generation: AtomicU64::new(stored.max(clock) + 1),
             appendfsync: AtomicU8::new(appendfsync as u8),
+            expiring: AtomicBool::new(expiring),
             commit_latency: Histogram::default(),
             syncer: syncer::Syncer::default(),
         })
+    }
+
+    /// Whether the expiry index may hold entries (see the field).
+    pub fn may_have_expiring_keys(&self) -> bool {
+        self.expiring.load(Ordering::Acquire)
+    }
+
+    /// Records that the expiry index is about to hold an entry.
+    pub(crate) fn note_expiring_key(&self) {
+        if !self.expiring.load(Ordering::Relaxed) {
+            self.expiring.store(true, Ordering::Release);
+        }
     }
 
     /// The engine.

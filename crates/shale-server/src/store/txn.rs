@@ -103,6 +103,9 @@ impl<'a> Txn<'a> {
 
     /// Stages a put.
     pub fn put(&mut self, key: &[u8], value: &[u8]) {
+        if key.first() == Some(&format::EXPIRY) {
+            self.store.note_expiring_key();
+        }
         self.note_staged(key);
         self.batch.put(key, value);
     }

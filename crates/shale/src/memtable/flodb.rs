@@ -27,8 +27,9 @@
 //!
 //! Concurrency contract (the [`Memtable`] trait's): `insert` may run on many threads at once; it
 //! takes only its thread's build shard lock and its bucket's lock (and, on write-through, the
-//! skiplist's insert lock inside it; bucket locks are taken while holding another bucket lock only
-//! with `try_lock`, so there is no lock cycle). Readers (`get`, iterators) take no bucket lock: they load slots with Acquire,
+//! skiplist's insert lock inside it). Lock order: the skiplist's insert lock is always taken last;
+//! writers and drain threads take a bucket lock while holding another only with `try_lock`, and
+//! `iter`'s full drain waits for bucket locks only in ascending bucket order, so there is no cycle. Readers (`get`, iterators) take no bucket lock: they load slots with Acquire,
 //! which makes the entry behind a pointer (written before the Release store that published it)
 //! visible, and a slot seen null after a drain makes the drain's skiplist inserts visible. `get`
 //! reads the bucket first, then the skiplist: an entry whose insert finished before the `get`
@@ -123,7 +124,7 @@ impl Shared {
 
     /// Links the nodes of `buckets`, whose locks the caller holds, into the skiplist with one
     /// sorted multi-insert, then empties the buckets. `extra`, a node built by our skiplist and
-    /// never published, joins the same multi-insert. `nodes` is scratch space. Returns how many
+    /// never published whose key maps to `buckets[i]`, joins the same multi-insert. `nodes` is scratch space. Returns how many
     /// nodes moved.
     ///
     /// Partitioned hashing puts neighbouring buckets over neighbouring key ranges, so a batch of
@@ -132,7 +133,7 @@ impl Shared {
     fn drain_locked(
         &self,
         buckets: &[&Bucket],
-        extra: Option<Unlinked>,
+        extra: Option<(usize, Unlinked)>,
         nodes: &mut Vec<Unlinked>,
     ) -> usize {
         // SAFETY (for `built_key` below): every node came from a slot: built by our skiplist,
@@ -141,7 +142,7 @@ impl Shared {
             key::compare_internal(built_key(a.as_ptr()), built_key(b.as_ptr()))
         };
         nodes.clear();
-        for bucket in buckets {
+        for (at, bucket) in buckets.iter().enumerate() {
             let start = nodes.len();
             for slot in &bucket.slots {
                 // Relaxed: slots change only under the lock we hold.
@@ -151,10 +152,11 @@ impl Shared {
                     nodes.push(unsafe { Unlinked::from_ptr(slot_node(v)) });
                 }
             }
+            if let Some((_, node)) = extra.filter(|&(i, _)| i == at) {
+                nodes.push(node);
+            }
             nodes[start..].sort_unstable_by(by_key);
         }
-        // Unsorted against the rest, so the check below sorts the batch.
-        nodes.extend(extra);
         if nodes.is_empty() {
             return 0;
         }
@@ -177,21 +179,31 @@ impl Shared {
         nodes.len()
     }
 
-    /// Drains every non-empty bucket. Every entry whose insert finished before this call is in the
-    /// skiplist when it returns.
+    /// Drains every non-empty bucket, a 64-bucket word per multi-insert. Every entry whose insert
+    /// finished before this call is in the skiplist when it returns.
     fn drain_all(&self) {
-        let mut nodes = Vec::with_capacity(SLOTS);
-        for bucket in self.buckets.iter() {
-            // A bucket seen empty with Acquire loads needs nothing: each entry that was in it was
-            // drained, and the Release store that nulled its slot came after its skiplist insert.
-            let occupied = bucket
-                .slots
-                .iter()
-                .any(|s| s.load(AtomicOrdering::Acquire) != 0);
-            if occupied {
-                let _guard = bucket.lock.lock();
-                self.drain_locked(&[bucket], None, &mut nodes);
+        let mut nodes = Vec::new();
+        let mut locked = Vec::with_capacity(64);
+        let mut guards = Vec::with_capacity(64);
+        for word in self.buckets.chunks(64) {
+            for bucket in word {
+                // A bucket seen empty with Acquire loads needs nothing: each entry that was in it
+                // was drained, and the Release store that nulled its slot came after its skiplist
+                // insert.
+                if bucket
+                    .slots
+                    .iter()
+                    .any(|s| s.load(AtomicOrdering::Acquire) != 0)
+                {
+                    // Waits while holding lower buckets' locks: see the lock order in the module
+                    // documentation.
+                    guards.push(bucket.lock.lock());
+                    locked.push(bucket);
+                }
             }
+            self.drain_locked(&locked, None, &mut nodes);
+            guards.clear();
+            locked.clear();
         }
     }
 
@@ -443,11 +455,42 @@ impl Memtable for FloDbMemtable {
             }
             return;
         }
-        // The bucket is full: the writer drains it, its own node in the same multi-insert. One
-        // search then links eight key-order neighbours, where writing the one node through
-        // would cost a search of its own and leave the bucket full for the next writer.
-        let mut nodes = Vec::with_capacity(SLOTS + 1);
-        shared.drain_locked(&[bucket], Some(node), &mut nodes);
+        // The bucket is full: the writer drains it, its own node in the same multi-insert, and
+        // with it the due buckets of its word that it can lock without waiting. One search then
+        // links a run of key-order neighbours, where writing the one node through would cost a
+        // search of its own and leave the bucket full for the next writer.
+        let (word, own) = (index / 64, index % 64);
+        let mut bits = 1u64 << own;
+        if let Some(due) = shared.due.get(word) {
+            bits |= due.swap(0, AtomicOrdering::Acquire);
+        }
+        let mut locked = Vec::with_capacity(bits.count_ones() as usize);
+        let mut guards = Vec::with_capacity(bits.count_ones() as usize);
+        let mut own_at = 0;
+        while bits != 0 {
+            let bit = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if bit == own {
+                own_at = locked.len();
+                locked.push(bucket);
+                continue;
+            }
+            let Some(other) = shared.buckets.get(word * 64 + bit) else {
+                continue;
+            };
+            match other.lock.try_lock() {
+                Some(guard) => {
+                    guards.push(guard);
+                    locked.push(other);
+                }
+                // Busy: leave it due for a drain thread or a later writer.
+                None => {
+                    shared.due[word].fetch_or(1 << bit, AtomicOrdering::Relaxed);
+                }
+            }
+        }
+        let mut nodes = Vec::with_capacity(SLOTS * locked.len() + 1);
+        shared.drain_locked(&locked, Some((own_at, node)), &mut nodes);
     }
 
     fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemtableGet> {
