@@ -207,6 +207,43 @@ impl Shared {
         }
     }
 
+    /// Locks the buckets of word `w` whose bits are set in `bits`, in ascending order, without
+    /// waiting: each is pushed to `locked` and its guard to `guards`; one it cannot lock is left
+    /// due (its bit set again) for a later drain. `held`, the bit of a bucket the caller already
+    /// holds locked, is pushed without locking. Returns `held`'s position in `locked` (0 without).
+    fn try_lock_word<'a>(
+        &'a self,
+        w: usize,
+        mut bits: u64,
+        held: Option<usize>,
+        locked: &mut Vec<&'a Bucket>,
+        guards: &mut Vec<parking_lot::MutexGuard<'a, ()>>,
+    ) -> usize {
+        let mut held_at = 0;
+        while bits != 0 {
+            let bit = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let Some(bucket) = self.buckets.get(w * 64 + bit) else {
+                continue;
+            };
+            if held == Some(bit) {
+                held_at = locked.len();
+                locked.push(bucket);
+                continue;
+            }
+            match bucket.lock.try_lock() {
+                Some(guard) => {
+                    guards.push(guard);
+                    locked.push(bucket);
+                }
+                None => {
+                    self.due[w].fetch_or(1 << bit, AtomicOrdering::Relaxed);
+                }
+            }
+        }
+        held_at
+    }
+
     /// Drains the due buckets of the `due` words in `words`, one multi-insert per word, never
     /// waiting for a bucket lock. Returns how many entries moved.
     fn drain_due(&self, words: std::ops::Range<usize>) -> usize {
@@ -219,24 +256,8 @@ impl Shared {
             if word.load(AtomicOrdering::Relaxed) == 0 {
                 continue;
             }
-            let mut bits = word.swap(0, AtomicOrdering::Acquire);
-            while bits != 0 {
-                let bit = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let Some(bucket) = self.buckets.get(w * 64 + bit) else {
-                    continue;
-                };
-                match bucket.lock.try_lock() {
-                    Some(guard) => {
-                        guards.push(guard);
-                        locked.push(bucket);
-                    }
-                    // A writer or `iter` holds it: try again on the next sweep.
-                    None => {
-                        word.fetch_or(1 << bit, AtomicOrdering::Relaxed);
-                    }
-                }
-            }
+            let bits = word.swap(0, AtomicOrdering::Acquire);
+            self.try_lock_word(w, bits, None, &mut locked, &mut guards);
             moved += self.drain_locked(&locked, None, &mut nodes);
             guards.clear();
             locked.clear();
@@ -466,29 +487,8 @@ impl Memtable for FloDbMemtable {
         }
         let mut locked = Vec::with_capacity(bits.count_ones() as usize);
         let mut guards = Vec::with_capacity(bits.count_ones() as usize);
-        let mut own_at = 0;
-        while bits != 0 {
-            let bit = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            if bit == own {
-                own_at = locked.len();
-                locked.push(bucket);
-                continue;
-            }
-            let Some(other) = shared.buckets.get(word * 64 + bit) else {
-                continue;
-            };
-            match other.lock.try_lock() {
-                Some(guard) => {
-                    guards.push(guard);
-                    locked.push(other);
-                }
-                // Busy: leave it due for a drain thread or a later writer.
-                None => {
-                    shared.due[word].fetch_or(1 << bit, AtomicOrdering::Relaxed);
-                }
-            }
-        }
+        // Only `own` is set when there are no drain threads (and no `due` words to re-mark).
+        let own_at = shared.try_lock_word(word, bits, Some(own), &mut locked, &mut guards);
         let mut nodes = Vec::with_capacity(SLOTS * locked.len() + 1);
         shared.drain_locked(&locked, Some((own_at, node)), &mut nodes);
     }
