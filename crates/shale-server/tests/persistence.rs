@@ -141,14 +141,17 @@ fn the_sweep_expires_keys_written_before_a_restart_and_after_it() {
             std::thread::sleep(Duration::from_millis(50));
         }
     };
+    let set_px = |s: &Server, key: &str, ms: u64| {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg("v")
+            .arg("PX")
+            .arg(ms)
+            .query(&mut s.client())
+            .unwrap();
+    };
     let mut s = Server::start(&["--appendfsync", "always"]);
-    let _: () = redis::cmd("SET")
-        .arg("before")
-        .arg("v")
-        .arg("PX")
-        .arg(400)
-        .query(&mut s.client())
-        .unwrap();
+    set_px(&s, "before", 400);
     assert!(s
         .signal_and_wait(libc::SIGTERM, Duration::from_secs(20))
         .success());
@@ -161,12 +164,6 @@ fn the_sweep_expires_keys_written_before_a_restart_and_after_it() {
         .success());
     // A fresh start with an empty expiry index, then a first expiry.
     let s = s.restart();
-    let _: () = redis::cmd("SET")
-        .arg("after")
-        .arg("v")
-        .arg("PX")
-        .arg(100)
-        .query(&mut s.client())
-        .unwrap();
+    set_px(&s, "after", 100);
     wait_for(&s, 1);
 }
