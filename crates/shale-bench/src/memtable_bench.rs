@@ -24,12 +24,13 @@ use std::time::{Duration, Instant};
 /// Usage text of the subcommand.
 pub const USAGE: &str = "\
 Usage:
-  shale-bench memtable [-n 1,2,4,8,16] [-i 200000] [-u 0,50,100] [-d 1] [-k 8,16] [-v 256]
+  shale-bench memtable [-n 1,2,4,8,16] [-i 200000,...] [-u 0,50,100] [-d 1] [-k 8,16] [-v 256]
                        [-s 0] [-r 3] [-membuffer BYTES] [-drain N] [-cpucheck SECS] [-out FILE.md]
 
 Runs the skiplist memtable and the FloDB memtable side by side, FloDB db_test style:
   -n LIST        client thread counts [1,2,4,8,16]
-  -i N           keys loaded before the timed phase, and the key space [200000]
+  -i LIST        keys loaded before the timed phase, and the key space [200000]; with
+                 several, a growth table compares each size's throughput with the first's
   -u LIST        update percentages (the rest are reads) [0,50,100]
   -d SECS        seconds of each timed run [1]
   -k LIST        key sizes in bytes, 8 or more [8,16]
@@ -46,7 +47,7 @@ Runs the skiplist memtable and the FloDB memtable side by side, FloDB db_test st
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemtableArgs {
     pub threads: Vec<usize>,
-    pub initial: u64,
+    pub initial: Vec<u64>,
     pub updates: Vec<u32>,
     pub duration: Duration,
     pub key_sizes: Vec<usize>,
@@ -63,7 +64,7 @@ impl Default for MemtableArgs {
     fn default() -> MemtableArgs {
         MemtableArgs {
             threads: vec![1, 2, 4, 8, 16],
-            initial: 200_000,
+            initial: vec![200_000],
             updates: vec![0, 50, 100],
             duration: Duration::from_secs(1),
             key_sizes: vec![8, 16],
@@ -114,7 +115,7 @@ pub fn parse_args(args: &[String]) -> Result<Option<MemtableArgs>> {
             .ok_or_else(|| Error::usage(format!("missing value for {arg}")))?;
         match flag {
             "n" => a.threads = list(flag, v)?,
-            "i" => a.initial = one(flag, v)?,
+            "i" => a.initial = list(flag, v)?,
             "u" => a.updates = list(flag, v)?,
             "d" => a.duration = Duration::from_secs_f64(one(flag, v)?),
             "k" => a.key_sizes = list(flag, v)?,
@@ -128,7 +129,7 @@ pub fn parse_args(args: &[String]) -> Result<Option<MemtableArgs>> {
             _ => return Err(Error::usage(format!("unknown option '{arg}' for memtable"))),
         }
     }
-    if a.threads.contains(&0) || a.initial == 0 || a.rounds == 0 || a.duration.is_zero() {
+    if a.threads.contains(&0) || a.initial.contains(&0) || a.rounds == 0 || a.duration.is_zero() {
         return Err(Error::usage("-n, -i, -r and -d must be positive"));
     }
     if a.updates.iter().any(|&u| u > 100) || a.skew > 100 {
@@ -159,6 +160,7 @@ impl Kind {
 /// One configuration of the sweep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
+    pub initial: u64,
     pub key_size: usize,
     pub update_pct: u32,
     pub threads: usize,
@@ -169,14 +171,16 @@ pub struct Config {
 pub struct RunResult {
     pub ops_per_sec: f64,
     pub updates_per_sec: f64,
+    /// The memtable's `approximate_bytes` once the keys were loaded.
+    pub loaded_bytes: usize,
 }
 
-fn make(kind: Kind, args: &MemtableArgs, key_size: usize) -> Arc<dyn Memtable> {
+fn make(kind: Kind, args: &MemtableArgs, key_size: usize, initial: u64) -> Arc<dyn Memtable> {
     match kind {
         Kind::SkipList => Arc::new(SkipListMemtable::new()),
         Kind::FloDb => Arc::new(FloDbMemtable::new(FloDbConfig {
             membuffer_bytes: args.membuffer,
-            prefix_bits: common_prefix_bits(key_size, args.initial),
+            prefix_bits: common_prefix_bits(key_size, initial),
             drain_threads: args.drain,
         })),
     }
@@ -206,13 +210,13 @@ impl Rng {
     }
 }
 
-/// Loads `args.initial` keys into a fresh memtable of `kind`, then runs `cfg` for the duration.
+/// Loads `cfg.initial` keys into a fresh memtable of `kind`, then runs `cfg` for the duration.
 pub fn run_one(kind: Kind, cfg: Config, args: &MemtableArgs) -> RunResult {
-    let mem = make(kind, args, cfg.key_size);
+    let mem = make(kind, args, cfg.key_size, cfg.initial);
     let value = vec![0x5au8; args.value_size];
     let seq = Arc::new(AtomicU64::new(1));
     let mut k = vec![0u8; cfg.key_size];
-    for i in 0..args.initial {
+    for i in 0..cfg.initial {
         key(&mut k, i);
         mem.insert(
             &k,
@@ -221,6 +225,7 @@ pub fn run_one(kind: Kind, cfg: Config, args: &MemtableArgs) -> RunResult {
             &value,
         );
     }
+    let loaded_bytes = mem.approximate_bytes();
     let stop = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new(cfg.threads + 1));
     let workers: Vec<_> = (0..cfg.threads)
@@ -233,7 +238,7 @@ pub fn run_one(kind: Kind, cfg: Config, args: &MemtableArgs) -> RunResult {
                 value.clone(),
             );
             let (initial, skew, update_pct, key_size) = (
-                args.initial,
+                cfg.initial,
                 args.skew as u64,
                 cfg.update_pct as u64,
                 cfg.key_size,
@@ -285,6 +290,7 @@ pub fn run_one(kind: Kind, cfg: Config, args: &MemtableArgs) -> RunResult {
     RunResult {
         ops_per_sec: ops as f64 / secs,
         updates_per_sec: updates as f64 / secs,
+        loaded_bytes,
     }
 }
 
@@ -300,14 +306,17 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Runs the sweep and returns the markdown report.
 pub fn run(args: &MemtableArgs) -> String {
     let mut configs = Vec::new();
-    for &key_size in &args.key_sizes {
-        for &update_pct in &args.updates {
-            for &threads in &args.threads {
-                configs.push(Config {
-                    key_size,
-                    update_pct,
-                    threads,
-                });
+    for &initial in &args.initial {
+        for &key_size in &args.key_sizes {
+            for &update_pct in &args.updates {
+                for &threads in &args.threads {
+                    configs.push(Config {
+                        initial,
+                        key_size,
+                        update_pct,
+                        threads,
+                    });
+                }
             }
         }
     }
@@ -329,9 +338,10 @@ pub fn run(args: &MemtableArgs) -> String {
             for kind in order {
                 let r = run_one(kind, *cfg, args);
                 eprintln!(
-                    "round {} {:>8} k={} u={}% n={}: {:.0} ops/s ({:.0} updates/s)",
+                    "round {} {:>8} i={} k={} u={}% n={}: {:.0} ops/s ({:.0} updates/s)",
                     round + 1,
                     kind.name(),
+                    cfg.initial,
                     cfg.key_size,
                     cfg.update_pct,
                     cfg.threads,
@@ -343,11 +353,11 @@ pub fn run(args: &MemtableArgs) -> String {
         }
     }
     let mut s = format!(
-        "## shale-bench memtable: skiplist vs FloDB\n\n{} keys loaded, {} s per run, {}-byte values, skew {}%, \
-         {} rounds alternating; FloDB membuffer {} bytes, {} drain thread(s). Medians over rounds.\n\n\
-         | key bytes | update % | threads | skiplist ops/s | flodb ops/s | ratio | skiplist updates/s | flodb updates/s | ratio |\n\
-         |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        args.initial,
+        "## shale-bench memtable: skiplist vs FloDB\n\n{} s per run, {}-byte values, skew {}%, \
+         {} rounds alternating; FloDB membuffer {} bytes, {} drain thread(s). Medians over rounds; \
+         MiB is the FloDB memtable's size once the keys were loaded.\n\n\
+         | keys loaded | MiB | key bytes | update % | threads | skiplist ops/s | flodb ops/s | ratio | skiplist updates/s | flodb updates/s | ratio |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         args.duration.as_secs_f64(),
         args.value_size,
         args.skew,
@@ -355,10 +365,18 @@ pub fn run(args: &MemtableArgs) -> String {
         args.membuffer,
         args.drain
     );
+    let med = |c: usize, kind: Kind, f: fn(&RunResult) -> f64| {
+        median(results[c][kind as usize].iter().map(f).collect())
+    };
+    let ratio = |a: f64, b: f64| {
+        if b > 0.0 {
+            format!("{:.2}x", a / b)
+        } else {
+            "-".into()
+        }
+    };
     for (c, cfg) in configs.iter().enumerate() {
-        let med = |kind: Kind, f: fn(&RunResult) -> f64| {
-            median(results[c][kind as usize].iter().map(f).collect())
-        };
+        let med = |kind: Kind, f: fn(&RunResult) -> f64| med(c, kind, f);
         let (so, fo) = (
             med(Kind::SkipList, |r| r.ops_per_sec),
             med(Kind::FloDb, |r| r.ops_per_sec),
@@ -367,15 +385,10 @@ pub fn run(args: &MemtableArgs) -> String {
             med(Kind::SkipList, |r| r.updates_per_sec),
             med(Kind::FloDb, |r| r.updates_per_sec),
         );
-        let ratio = |a: f64, b: f64| {
-            if b > 0.0 {
-                format!("{:.2}x", a / b)
-            } else {
-                "-".into()
-            }
-        };
         s.push_str(&format!(
-            "| {} | {} | {} | {:.0} | {:.0} | {} | {:.0} | {:.0} | {} |\n",
+            "| {} | {:.0} | {} | {} | {} | {:.0} | {:.0} | {} | {:.0} | {:.0} | {} |\n",
+            cfg.initial,
+            med(Kind::FloDb, |r| r.loaded_bytes as f64) / (1u64 << 20) as f64,
             cfg.key_size,
             cfg.update_pct,
             cfg.threads,
@@ -386,6 +399,37 @@ pub fn run(args: &MemtableArgs) -> String {
             fu,
             ratio(fu, su)
         ));
+    }
+    if args.initial.len() > 1 {
+        s.push_str(&format!(
+            "\nGrowth: update throughput with each number of keys loaded over that with {} keys loaded \
+             (1.00x: no fall as the memory component grows).\n\n\
+             | keys loaded | key bytes | update % | threads | skiplist | flodb |\n\
+             |---:|---:|---:|---:|---:|---:|\n",
+            args.initial[0]
+        ));
+        let per_size = configs.len() / args.initial.len();
+        for (c, cfg) in configs.iter().enumerate().skip(per_size) {
+            let base = c % per_size;
+            if cfg.update_pct == 0 {
+                continue;
+            }
+            let growth = |kind: Kind| {
+                ratio(
+                    med(c, kind, |r| r.updates_per_sec),
+                    med(base, kind, |r| r.updates_per_sec),
+                )
+            };
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                cfg.initial,
+                cfg.key_size,
+                cfg.update_pct,
+                cfg.threads,
+                growth(Kind::SkipList),
+                growth(Kind::FloDb)
+            ));
+        }
     }
     s.push_str(&format!(
         "\nCPU check (`sysbench cpu --threads=2`, events/s): {}\n",
@@ -430,7 +474,7 @@ mod tests {
         assert_eq!(a.threads, vec![1, 4]);
         assert_eq!(a.updates, vec![0, 100]);
         assert_eq!(a.key_sizes, vec![16]);
-        assert_eq!((a.initial, a.skew, a.rounds, a.drain), (1000, 20, 2, 0));
+        assert_eq!((a.initial[0], a.skew, a.rounds, a.drain), (1000, 20, 2, 0));
         assert_eq!(a.duration, Duration::from_millis(500));
         assert!(parse_args(&args("-u 101")).is_err());
         assert!(parse_args(&args("-k 4")).is_err());
@@ -444,7 +488,7 @@ mod tests {
     fn a_tiny_sweep_runs_both_memtables_and_reports_each_configuration() {
         let a = MemtableArgs {
             threads: vec![1, 2],
-            initial: 500,
+            initial: vec![500, 1000],
             updates: vec![50],
             duration: Duration::from_millis(30),
             key_sizes: vec![16],
@@ -455,17 +499,31 @@ mod tests {
             ..MemtableArgs::default()
         };
         let report = run(&a);
-        let rows: Vec<&str> = report
+        let cells =
+            |l: &str| -> Vec<String> { l.split('|').map(|c| c.trim().to_string()).collect() };
+        let rows: Vec<Vec<String>> = report
             .lines()
-            .filter(|l| l.starts_with("| 16 | 50 |"))
+            .map(cells)
+            .filter(|c| c.len() == 13 && c[3] == "16" && c[4] == "50")
             .collect();
-        assert_eq!(rows.len(), 2, "{report}");
+        assert_eq!(rows.len(), 4, "{report}");
         for row in rows {
-            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
             assert!(
-                cells[4].parse::<f64>().unwrap() > 0.0 && cells[5].parse::<f64>().unwrap() > 0.0,
-                "{row}"
+                row[2].parse::<f64>().unwrap() >= 0.0
+                    && row[6].parse::<f64>().unwrap() > 0.0
+                    && row[7].parse::<f64>().unwrap() > 0.0,
+                "{row:?}"
             );
+        }
+        // The growth table: the larger size's throughput over the smaller's, per memtable.
+        let growth: Vec<Vec<String>> = report
+            .lines()
+            .map(cells)
+            .filter(|c| c.len() == 8 && c[1] == "1000")
+            .collect();
+        assert_eq!(growth.len(), 2, "{report}");
+        for row in growth {
+            assert!(row[5].ends_with('x') && row[6].ends_with('x'), "{row:?}");
         }
     }
 }

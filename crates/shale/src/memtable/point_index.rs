@@ -193,6 +193,26 @@ impl PointIndex {
         }
     }
 
+    /// Starts loading the slot a probe for hash `h` begins at; a batch of lookups prefetches its
+    /// slots ahead of probing them.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, h: u64) {
+        let table = self.table();
+        super::prefetch(&table.slots[h as usize & table.mask()]);
+    }
+
+    /// Starts loading the node in the slot a probe for hash `h` begins at, when its tag is `h`'s:
+    /// most likely the node a lookup of that key compares. Best after [`Self::prefetch_slot`] has
+    /// brought the slot in.
+    #[inline]
+    pub(crate) fn prefetch_node(&self, h: u64) {
+        let table = self.table();
+        let v = table.slots[h as usize & table.mask()].load(Ordering::Relaxed);
+        if v != 0 && v >> POINTER_BITS == tag_of(h) {
+            super::prefetch((v & POINTER_MASK) as usize as *const u8);
+        }
+    }
+
     /// Records `node`, whose user key's [`hash`] is `h`, as an entry of that key: it becomes the
     /// key's slot unless the slot already holds a newer entry.
     ///

@@ -33,6 +33,7 @@
 
 use super::arena::Arena;
 use super::point_index::{self, IndexWriter, IndexedNode, Lookup, PointIndex};
+use super::prefetch;
 use super::{Memtable, MemtableGet};
 use crate::error::Result;
 use crate::iter::InternalIterator;
@@ -55,11 +56,31 @@ const BRANCHING: u32 = 4;
 #[repr(C)]
 pub(crate) struct Node {
     /// The next node at level 0 (null at the end of the list). Level `i` is `i` slots earlier.
+    /// A chain version holds its group head here instead, tagged with [`CHAINED`].
     next0: AtomicPtr<Node>,
     /// Length of the internal key (user key + trailer).
     key_len: u32,
     value_len: u32,
+    /// For a list node: the newest version of its chain (null when it has none). For a chain
+    /// version: the next older version of the chain (null for the oldest).
+    versions: AtomicPtr<Node>,
+    /// For a chain version: its place in the chain counted from the oldest (1 for the oldest);
+    /// 0 for a list node. Caps the chain's length ([`MAX_CHAIN`]); versions that arrive out of
+    /// sequence order may leave it an undercount, which only lets a chain grow a little longer.
+    depth: u32,
 }
+
+/// How many entries ahead of the one it links a sorted multi-insert prefetches index slots and
+/// nodes (see [`SkipListMemtable::link_sorted`]).
+const PREFETCH_AHEAD: usize = 8;
+
+/// The low bit of a chain version's level-0 slot, set over its group head's pointer (nodes are
+/// 8-byte aligned, so a `next` pointer never has it).
+const CHAINED: usize = 1;
+
+/// The most versions a chain takes; a newer version then starts a group of its own in the list.
+/// Bounds what a lookup at an old snapshot, a seek into a group and a step back walk.
+const MAX_CHAIN: u32 = 16;
 
 /// Bytes from the node pointer to its key.
 const HEADER: usize = size_of::<Node>();
@@ -195,7 +216,7 @@ impl Default for SkipListMemtable {
 
 /// The size of a node of `height` with a key and value of the given lengths.
 fn node_size(height: usize, key_len: usize, value_len: usize) -> usize {
-    height * SLOT + size_of::<u32>() * 2 + key_len + value_len
+    height * SLOT + (HEADER - SLOT) + key_len + value_len
 }
 
 /// Where the `next` pointer of `node` at `level` lives.
@@ -219,6 +240,108 @@ unsafe fn slot(node: *const Node, level: usize) -> *const AtomicPtr<Node> {
 unsafe fn next(node: *const Node, level: usize) -> *mut Node {
     // SAFETY: caller's contract; the slot holds an initialized AtomicPtr.
     unsafe { (*slot(node, level)).load(AtomicOrdering::Acquire) }
+}
+
+/// Hangs `node` in the chain of list node `group`, in internal-key order, and publishes it.
+///
+/// # Safety
+/// The caller holds the insert lock. `group` is a published list node. `node` is complete, in no
+/// list or chain, and private to the caller; it has `group`'s user key, sorts before `group` and
+/// after every list node before `group` (the group invariant of the module documentation).
+unsafe fn chain_into(group: *mut Node, node: *mut Node) {
+    // SAFETY: caller's contract; chain links change only under the insert lock we hold, so
+    // Relaxed loads see them current, and every version reached is published.
+    unsafe {
+        let trailer = key::trailer(node_key(node));
+        let mut link: *const AtomicPtr<Node> = ptr::addr_of!((*group).versions);
+        let mut older = (*link).load(AtomicOrdering::Relaxed);
+        while !older.is_null() && key::trailer(node_key(older)) > trailer {
+            link = ptr::addr_of!((*older).versions);
+            older = (*link).load(AtomicOrdering::Relaxed);
+        }
+        let depth = if older.is_null() {
+            1
+        } else {
+            (*older).depth + 1
+        };
+        ptr::addr_of_mut!((*node).depth).write(depth);
+        (*node).versions.store(older, AtomicOrdering::Relaxed);
+        ptr::write(
+            slot(node, 0) as *mut AtomicPtr<Node>,
+            AtomicPtr::new((group as usize | CHAINED) as *mut Node),
+        );
+        // Release: the node is complete before a reader can reach it.
+        (*link).store(node, AtomicOrdering::Release);
+    }
+}
+
+/// The group head `node` hangs from when it is a chain version; `None` for a list node.
+///
+/// # Safety
+/// `node` is a published entry node (in the list or in a chain).
+#[inline]
+unsafe fn chained_to(node: *const Node) -> Option<*mut Node> {
+    // SAFETY: caller's contract: every published node has a level-0 slot. Relaxed: a chain
+    // version's slot is written before the node is published and never again, and a list node's
+    // slot only ever holds untagged pointers, whatever the load sees.
+    let v = unsafe { (*slot(node, 0)).load(AtomicOrdering::Relaxed) } as usize;
+    (v & CHAINED != 0).then_some((v & !CHAINED) as *mut Node)
+}
+
+/// The `versions` pointer of `node`, loaded with Acquire so the version it returns is fully
+/// initialized.
+///
+/// # Safety
+/// `node` is a published entry node.
+#[inline]
+unsafe fn versions(node: *const Node) -> *mut Node {
+    // SAFETY: caller's contract.
+    unsafe { (*node).versions.load(AtomicOrdering::Acquire) }
+}
+
+/// The first element of list node `node`'s group: its newest chain version, or itself.
+///
+/// # Safety
+/// `node` is a published list node.
+#[inline]
+unsafe fn group_first(node: *mut Node) -> *mut Node {
+    // SAFETY: caller's contract.
+    let newest = unsafe { versions(node) };
+    if newest.is_null() {
+        node
+    } else {
+        newest
+    }
+}
+
+/// The element after `element` in internal-key order, or null at the end.
+///
+/// # Safety
+/// `element` is a published entry node.
+#[inline]
+unsafe fn element_after(element: *mut Node) -> *mut Node {
+    // SAFETY: caller's contract; every pointer followed came from an Acquire load of a published
+    // node, so it is published too.
+    unsafe {
+        match chained_to(element) {
+            Some(group) => {
+                let older = versions(element);
+                if older.is_null() {
+                    group
+                } else {
+                    older
+                }
+            }
+            None => {
+                let n = next(element, 0);
+                if n.is_null() {
+                    n
+                } else {
+                    group_first(n)
+                }
+            }
+        }
+    }
 }
 
 // SAFETY: both read the key bytes, initialized before the node is published and never written
@@ -282,6 +405,8 @@ unsafe fn write_node(
         let node = block.as_ptr().add((height - 1) * SLOT) as *mut Node;
         ptr::addr_of_mut!((*node).key_len).write(key_len as u32);
         ptr::addr_of_mut!((*node).value_len).write(value.len() as u32);
+        ptr::addr_of_mut!((*node).versions).write(AtomicPtr::new(ptr::null_mut()));
+        ptr::addr_of_mut!((*node).depth).write(0);
         let data = (node as *mut u8).add(HEADER);
         ptr::copy_nonoverlapping(user_key.as_ptr(), data, user_key.len());
         ptr::copy_nonoverlapping(trailer.as_ptr(), data.add(user_key.len()), TRAILER_LEN);
@@ -347,21 +472,6 @@ fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
     a_rest.cmp(b_rest).then(a.len().cmp(&b.len()))
 }
 
-/// Hints the CPU to start loading the cache line at `p`; a search step calls it on the node after
-/// the one it is about to compare, so the next step's cache miss overlaps this one's work.
-#[inline(always)]
-fn prefetch(p: *const Node) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults and has no visible effect, whatever the
-    // address (null included).
-    #[allow(unused_unsafe)]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 impl SkipListMemtable {
     /// An empty memtable.
     pub fn new() -> SkipListMemtable {
@@ -385,6 +495,8 @@ impl SkipListMemtable {
             }
             ptr::addr_of_mut!((*head).key_len).write(0);
             ptr::addr_of_mut!((*head).value_len).write(0);
+            ptr::addr_of_mut!((*head).versions).write(AtomicPtr::new(ptr::null_mut()));
+            ptr::addr_of_mut!((*head).depth).write(0);
             NonNull::new_unchecked(head)
         };
         let (index, index_writer) = PointIndex::new(bytes / 192);
@@ -472,6 +584,36 @@ impl SkipListMemtable {
         }
     }
 
+    /// The last element (list node or chain version) before `target` (before or equal when
+    /// `INCLUSIVE`), and the first element not before it; null where there is none.
+    ///
+    /// The list search finds the first list node not before the target; only its group's chain
+    /// can hold elements on both sides of the target (every other group lies wholly on one side),
+    /// so a walk of that chain, at most [`MAX_CHAIN`] long, finishes the answer.
+    fn locate<const INCLUSIVE: bool>(&self, target: Target<'_>) -> (*mut Node, *mut Node) {
+        let (last, first) = self.find::<INCLUSIVE>(target, None);
+        let mut before = self.entry(last);
+        if first.is_null() {
+            return (before, first);
+        }
+        // SAFETY: `first` and every chain version came from Acquire loads: published nodes that
+        // live as long as `self`.
+        unsafe {
+            let mut v = versions(first);
+            while !v.is_null()
+                && match target.compare_node(v) {
+                    Ordering::Less => true,
+                    Ordering::Equal => INCLUSIVE,
+                    Ordering::Greater => false,
+                }
+            {
+                before = v;
+                v = versions(v);
+            }
+            (before, if v.is_null() { first } else { v })
+        }
+    }
+
     /// Builds a complete node for `user_key` at `seq` in this thread's build shard, outside the
     /// insert lock. It is in no list until [`Self::link_sorted`] links it, but its key and value
     /// may be read (through [`built_key`] and [`built_value`]) as soon as it is published to
@@ -543,7 +685,27 @@ impl SkipListMemtable {
         let mut prev = [head; MAX_HEIGHT];
         let mut succ = [ptr::null_mut::<Node>(); MAX_HEIGHT];
         let mut valid = max_height;
+        // The index probes of a batch of scattered keys are independent cache misses: prefetch
+        // each entry's slot `2 * PREFETCH_AHEAD` entries ahead and its node `PREFETCH_AHEAD`
+        // ahead, so they overlap instead of running one after another.
+        // SAFETY: every node is a complete built node of ours (caller's contract).
+        let hashes: Vec<u64> = nodes
+            .iter()
+            .map(|n| point_index::hash(unsafe { Node::user_key(n.as_ptr()) }))
+            .collect();
+        for &h in hashes.iter().take(2 * PREFETCH_AHEAD) {
+            self.index.prefetch_slot(h);
+        }
+        for &h in hashes.iter().take(PREFETCH_AHEAD) {
+            self.index.prefetch_node(h);
+        }
         for (i, unlinked) in nodes.iter().enumerate() {
+            if let Some(&h) = hashes.get(i + 2 * PREFETCH_AHEAD) {
+                self.index.prefetch_slot(h);
+            }
+            if let Some(&h) = hashes.get(i + PREFETCH_AHEAD) {
+                self.index.prefetch_node(h);
+            }
             let node = unlinked.as_ptr();
             // SAFETY: caller's contract: a complete node of ours, not yet linked, so its level-0
             // slot still holds its height.
@@ -556,6 +718,29 @@ impl SkipListMemtable {
                         == Ordering::Less,
                 "link_sorted batch not strictly sorted"
             );
+            let user_key = &ikey[..ikey.len() - TRAILER_LEN];
+            let trailer = key::trailer(ikey);
+            let h = hashes[i];
+            // A version newer than every version the list holds of its key joins the chain of
+            // the newest one's group: one index probe, no search, and the list does not grow.
+            // SAFETY: the index holds published nodes of this memtable; we hold the insert lock,
+            // and the group invariant holds: the newest version's group is the key's first.
+            if let Lookup::Newest(newest) = unsafe { self.index.lookup::<Node>(user_key, h) } {
+                // SAFETY: as above.
+                unsafe {
+                    if trailer > key::trailer(node_key(newest)) {
+                        let (group, depth) = match chained_to(newest) {
+                            Some(group) => (group, (*newest).depth),
+                            None => (newest, 0),
+                        };
+                        if depth < MAX_CHAIN {
+                            chain_into(group, node);
+                            self.index.insert(&mut writer.index, h, node);
+                            continue;
+                        }
+                    }
+                }
+            }
             let target = Target::new(ikey);
             // The lowest valid level whose splice brackets the target: everything from there up
             // stays valid (prev sorts before the target, next does not).
@@ -595,6 +780,29 @@ impl SkipListMemtable {
                 succ[0].is_null() || unsafe { target.compare_node(succ[0]) } != Ordering::Equal,
                 "memtable entry inserted twice"
             );
+            // An older version of the key follows: the node belongs in that group's chain, unless
+            // it would be the newest of a full chain (it then heads a group of its own).
+            let group = succ[0];
+            // SAFETY: `group` is null or a published list node; we hold the insert lock, and the
+            // group invariant holds for the node (every list node before `group` sorts before it).
+            let chained = unsafe {
+                if !group.is_null() && Node::user_key(group) == user_key {
+                    let newest = group_first(group);
+                    let full = newest != group && (*newest).depth >= MAX_CHAIN;
+                    if full && trailer > key::trailer(node_key(newest)) {
+                        false
+                    } else {
+                        chain_into(group, node);
+                        self.index.insert(&mut writer.index, h, node);
+                        true
+                    }
+                } else {
+                    false
+                }
+            };
+            if chained {
+                continue;
+            }
             // SAFETY: the node's tower has `height` slots, which only this thread writes (it is in
             // no list yet, and we hold the lock); every `prev[l]` for `l < height` is the head or a
             // published node of height > l (levels at or above `max_height` hold the head). The
@@ -611,9 +819,7 @@ impl SkipListMemtable {
                 }
                 // SAFETY: we hold the insert lock; the node is complete and linked, and lives
                 // in its shard's arena as long as the memtable.
-                let user_key = &ikey[..ikey.len() - TRAILER_LEN];
-                self.index
-                    .insert(&mut writer.index, point_index::hash(user_key), node);
+                self.index.insert(&mut writer.index, h, node);
             }
             if height > max_height {
                 max_height = height;
@@ -645,6 +851,20 @@ impl SkipListMemtable {
         unsafe { self.link_sorted(&nodes) }
     }
 
+    /// Nodes in the list itself (chain versions not counted).
+    #[cfg(test)]
+    pub(crate) fn list_len(&self) -> usize {
+        let mut n = 0;
+        // SAFETY: the head has level 0; every node reached is published.
+        let mut x = unsafe { next(self.head.as_ptr(), 0) };
+        while !x.is_null() {
+            n += 1;
+            // SAFETY: as above.
+            x = unsafe { next(x, 0) };
+        }
+        n
+    }
+
     /// Nodes built by [`Self::build`], linked or not.
     pub(crate) fn built(&self) -> usize {
         self.build_shards
@@ -671,7 +891,7 @@ impl SkipListMemtable {
                     user_key,
                     trailer: key::pack_trailer(snapshot, KIND_FOR_SEEK),
                 };
-                self.find::<false>(target, None).1
+                self.locate::<false>(target).1
             }
         };
         if node.is_null() {
@@ -692,6 +912,29 @@ impl SkipListMemtable {
                 value: value.to_vec(),
             },
         })
+    }
+
+    /// Links `node` into the list after `prev[l]` at every level `l` below `height`.
+    ///
+    /// # Safety
+    /// The caller holds the insert lock. `node` is complete, private to the caller and `height`
+    /// high; each `prev[l]` for `l < height` is the head or a published list node of height > l,
+    /// the last one before `node` at that level.
+    unsafe fn link_tower(&self, prev: &[*mut Node; MAX_HEIGHT], node: *mut Node, height: usize) {
+        // SAFETY: caller's contract. The tower is complete before the Release stores publish the
+        // node, bottom-up.
+        unsafe {
+            for (level, &p) in prev.iter().enumerate().take(height) {
+                let after = (*slot(p, level)).load(AtomicOrdering::Relaxed);
+                ptr::write(
+                    slot(node, level) as *mut AtomicPtr<Node>,
+                    AtomicPtr::new(after),
+                );
+            }
+            for (level, &p) in prev.iter().enumerate().take(height) {
+                (*slot(p, level)).store(node, AtomicOrdering::Release);
+            }
+        }
     }
 
     /// `node` itself, or null when it is the head.
@@ -732,18 +975,18 @@ impl Memtable for SkipListMemtable {
         // completely before the Release stores publish it, bottom-up.
         unsafe {
             let node = write_node(block, height, user_key, &trailer.to_le_bytes(), value);
-            for (level, &p) in prev.iter().enumerate().take(height) {
-                let after = (*slot(p, level)).load(AtomicOrdering::Relaxed);
-                ptr::write(
-                    slot(node, level) as *mut AtomicPtr<Node>,
-                    AtomicPtr::new(after),
-                );
+            // A plain insert starts no chain, but where a version of the key that is newer than
+            // this one hangs in the following group's chain, this one belongs in that chain too.
+            let joins_chain = !successor.is_null()
+                && Node::user_key(successor) == user_key
+                && trailer < key::trailer(node_key(group_first(successor)));
+            if joins_chain {
+                chain_into(successor, node);
+            } else {
+                self.link_tower(&prev, node, height);
             }
-            for (level, &p) in prev.iter().enumerate().take(height) {
-                (*slot(p, level)).store(node, AtomicOrdering::Release);
-            }
-            // SAFETY: we hold the insert lock; the node is complete and linked, and lives in the
-            // arena as long as the memtable.
+            // SAFETY: we hold the insert lock; the node is complete and published, and lives in
+            // the arena as long as the memtable.
             self.index
                 .insert(&mut writer.index, point_index::hash(user_key), node);
         }
@@ -799,33 +1042,40 @@ impl InternalIterator for SkipListIter {
         !self.current.is_null()
     }
     fn seek_to_first(&mut self) {
-        // SAFETY: the head is initialized and has every level.
-        self.current = unsafe { next(self.table.head.as_ptr(), 0) };
+        // SAFETY: the head is initialized and has every level; a node it points to is published.
+        self.current = unsafe {
+            let first = next(self.table.head.as_ptr(), 0);
+            if first.is_null() {
+                first
+            } else {
+                group_first(first)
+            }
+        };
     }
     fn seek_to_last(&mut self) {
+        // The last list node is the last element of its group.
         self.current = self.table.entry(self.table.find_last());
     }
     fn seek(&mut self, target: &[u8]) {
-        self.current = self.table.find::<false>(Target::new(target), None).1;
+        self.current = self.table.locate::<false>(Target::new(target)).1;
     }
     fn seek_for_prev(&mut self, target: &[u8]) {
-        let (last, _) = self.table.find::<true>(Target::new(target), None);
-        self.current = self.table.entry(last);
+        self.current = self.table.locate::<true>(Target::new(target)).0;
     }
     fn next(&mut self) {
         if self.valid() {
-            // SAFETY: `current` is an initialized node (invariant); every node has level 0.
-            self.current = unsafe { next(self.current, 0) };
+            // SAFETY: `current` is a published entry node (invariant).
+            self.current = unsafe { element_after(self.current) };
         }
     }
     fn prev(&mut self) {
         if !self.valid() {
             return;
         }
-        // Like LevelDB: nodes have no back pointers, so search for the last node before this one.
+        // Like LevelDB: nodes have no back pointers, so search for the last element before this
+        // one.
         let key = self.key();
-        let (before, _) = self.table.find::<false>(Target::new(key), None);
-        self.current = self.table.entry(before);
+        self.current = self.table.locate::<false>(Target::new(key)).0;
     }
     fn key(&self) -> &[u8] {
         assert!(self.valid(), "key on an invalid memtable iterator");

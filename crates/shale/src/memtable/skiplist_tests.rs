@@ -134,7 +134,10 @@ fn approximate_bytes_tracks_entry_sizes_not_chunks() {
     assert!(before < 256 + point_index::INITIAL_BYTES);
     m.insert(b"key", 1, ValueKind::Value, &[0; 100]);
     let one = m.approximate_bytes() - before;
-    assert!((111..=111 + MAX_HEIGHT * 8 + 16).contains(&one), "{one}");
+    assert!(
+        (111 + HEADER..=111 + HEADER + MAX_HEIGHT * 8).contains(&one),
+        "{one}"
+    );
 }
 
 proptest! {
@@ -154,7 +157,70 @@ proptest! {
             model.insert((k.clone(), Reverse(key::pack_trailer(seq, kind as u8))), v.clone());
         }
         prop_assert_eq!(m.len(), model.len());
+        check_against_model(&m, &model, probes)?;
+    }
 
+    /// Versions inserted through sorted batches (which hang newer versions of a key in chains) and
+    /// plain inserts, with sequence numbers partly out of order and more versions per key than a
+    /// chain takes, read back exactly as the model holds them.
+    #[test]
+    fn version_chains_match_a_btreemap_model(
+        puts in proptest::collection::vec(
+            (small_key(), 0u8..3, proptest::collection::vec(any::<u8>(), 0..8), 0u64..40, 0u8..10),
+            0..400,
+        ),
+        probes in proptest::collection::vec((small_key(), 0u64..420, any::<bool>()), 1..60),
+    ) {
+        // Sequence numbers: the puts' ranks by `8 * position + jitter`, so neighbours swap.
+        let mut order: Vec<(u64, usize)> =
+            puts.iter().enumerate().map(|(i, p)| (8 * i as u64 + p.3, i)).collect();
+        order.sort();
+        let mut seqs = vec![0u64; puts.len()];
+        for (rank, &(_, i)) in order.iter().enumerate() {
+            seqs[i] = rank as u64 + 1;
+        }
+        let m = Arc::new(SkipListMemtable::new());
+        let mut model: BTreeMap<ModelKey, Vec<u8>> = BTreeMap::new();
+        let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let flush = |batch: &mut Vec<(Vec<u8>, Vec<u8>)>| {
+            batch.sort_by(|a, b| compare_internal(&a.0, &b.0));
+            let refs: Vec<(&[u8], &[u8])> = batch.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+            m.insert_sorted(&refs);
+            batch.clear();
+        };
+        for (i, (k, kind, v, _, how)) in puts.iter().enumerate() {
+            let kind = ValueKind::from_u8(*kind).unwrap();
+            let ikey = key::internal_key(k, seqs[i], kind);
+            model.insert(model_key(&ikey), v.clone());
+            match how {
+                // A plain insert, between batches.
+                0 => {
+                    flush(&mut batch);
+                    m.insert(k, seqs[i], kind, v);
+                }
+                // The end of a batch.
+                1..=2 => {
+                    batch.push((ikey, v.clone()));
+                    flush(&mut batch);
+                }
+                _ => batch.push((ikey, v.clone())),
+            }
+        }
+        flush(&mut batch);
+        prop_assert_eq!(m.len(), model.len());
+        check_against_model(&m, &model, probes)?;
+    }
+}
+
+/// Checks `m` against `model`: both directions of iteration, and for each probe `(key,
+/// snapshot, step)` a `get`, a `seek` and a `seek_for_prev` followed by one step forward (`step`)
+/// or back.
+fn check_against_model(
+    m: &Arc<SkipListMemtable>,
+    model: &BTreeMap<ModelKey, Vec<u8>>,
+    probes: Vec<(Vec<u8>, u64, bool)>,
+) -> Result<(), TestCaseError> {
+    {
         let expected: Vec<(Vec<u8>, Vec<u8>)> =
             model.iter().map(|(k, v)| (ikey_of(k), v.clone())).collect();
         let mut it = m.clone().iter();
@@ -172,14 +238,22 @@ proptest! {
             let target = key::seek_key(&k, snapshot);
             let t = model_key(&target);
             // get: the newest entry of `k` at or below the snapshot.
-            let want = model.range(t.clone()..).next().filter(|(mk, _)| mk.0 == k).map(|(mk, v)| {
-                let ikey = ikey_of(mk);
-                let parsed = key::parse_internal_key(&ikey).unwrap();
-                match parsed.kind {
-                    ValueKind::Deletion => MemtableGet::Deleted { seq: parsed.seq },
-                    kind => MemtableGet::Found { kind, seq: parsed.seq, value: v.clone() },
-                }
-            });
+            let want = model
+                .range(t.clone()..)
+                .next()
+                .filter(|(mk, _)| mk.0 == k)
+                .map(|(mk, v)| {
+                    let ikey = ikey_of(mk);
+                    let parsed = key::parse_internal_key(&ikey).unwrap();
+                    match parsed.kind {
+                        ValueKind::Deletion => MemtableGet::Deleted { seq: parsed.seq },
+                        kind => MemtableGet::Found {
+                            kind,
+                            seq: parsed.seq,
+                            value: v.clone(),
+                        },
+                    }
+                });
             prop_assert_eq!(m.get(&k, snapshot), want);
 
             // seek: first >= target, then one step.
@@ -187,11 +261,18 @@ proptest! {
             it.seek(&target);
             prop_assert_eq!(it.valid().then(|| it.key().to_vec()), after.next());
             if it.valid() {
-                if step { it.next() } else { it.prev() }
+                if step {
+                    it.next()
+                } else {
+                    it.prev()
+                }
                 let want = if step {
                     after.next()
                 } else {
-                    model.range(..t.clone()).next_back().map(|(mk, _)| ikey_of(mk))
+                    model
+                        .range(..t.clone())
+                        .next_back()
+                        .map(|(mk, _)| ikey_of(mk))
                 };
                 prop_assert_eq!(it.valid().then(|| it.key().to_vec()), want);
             }
@@ -201,10 +282,19 @@ proptest! {
             it.seek_for_prev(&target);
             prop_assert_eq!(it.valid().then(|| it.key().to_vec()), before.next());
             if it.valid() {
-                if step { it.next() } else { it.prev() }
+                if step {
+                    it.next()
+                } else {
+                    it.prev()
+                }
                 let want = if step {
-                    model.range((std::ops::Bound::Excluded(t.clone()), std::ops::Bound::Unbounded))
-                        .next().map(|(mk, _)| ikey_of(mk))
+                    model
+                        .range((
+                            std::ops::Bound::Excluded(t.clone()),
+                            std::ops::Bound::Unbounded,
+                        ))
+                        .next()
+                        .map(|(mk, _)| ikey_of(mk))
                 } else {
                     before.next()
                 };
@@ -212,6 +302,7 @@ proptest! {
             }
         }
     }
+    Ok(())
 }
 
 /// Writers insert known keys while readers iterate: every iteration is strictly increasing and
@@ -444,4 +535,47 @@ fn point_lookups_agree_with_the_list_across_index_growth() {
         assert_eq!(m.get(format!("{k}x").as_bytes(), MAX_SEQNO), None);
     }
     assert_eq!(m.get(b"", MAX_SEQNO), None);
+}
+
+/// Newer versions linked by sorted batches hang in their key's chain instead of growing the list;
+/// a full chain makes the next version a list node of its own. Plain inserts start no chains.
+#[test]
+fn newer_versions_join_chains_up_to_their_cap() {
+    let keys = 10u64;
+    let rounds = 3 * MAX_CHAIN as u64 + 2;
+    let chained = Arc::new(SkipListMemtable::new());
+    let plain = Arc::new(SkipListMemtable::new());
+    let mut seq = 0;
+    for _ in 0..rounds {
+        let batch: Vec<(Vec<u8>, Vec<u8>)> = (0..keys)
+            .map(|k| {
+                seq += 1;
+                let ikey = key::internal_key(&k.to_be_bytes(), seq, ValueKind::Value);
+                (ikey, seq.to_le_bytes().to_vec())
+            })
+            .collect();
+        let refs: Vec<(&[u8], &[u8])> = batch.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+        chained.insert_sorted(&refs);
+        for (ikey, value) in &batch {
+            let parsed = key::parse_internal_key(ikey).unwrap();
+            plain.insert(parsed.user_key, parsed.seq, parsed.kind, value);
+        }
+    }
+    assert_eq!(chained.len(), (keys * rounds) as usize);
+    // Each group: one list node and MAX_CHAIN chain versions.
+    let groups = rounds.div_ceil(MAX_CHAIN as u64 + 1);
+    assert_eq!(chained.list_len(), (keys * groups) as usize);
+    assert_eq!(plain.list_len(), (keys * rounds) as usize);
+    assert_eq!(
+        collect_forward(&mut *chained.clone().iter()),
+        collect_forward(&mut *plain.clone().iter())
+    );
+    for k in 0..keys {
+        for snapshot in 0..=seq + 1 {
+            assert_eq!(
+                chained.get(&k.to_be_bytes(), snapshot),
+                plain.get(&k.to_be_bytes(), snapshot)
+            );
+        }
+    }
 }
