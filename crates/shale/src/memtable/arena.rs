@@ -100,17 +100,22 @@ impl Arena {
     }
 }
 
-/// Asks the kernel to back `len` bytes at `ptr` (a chunk we own) with huge pages. Failure is
-/// harmless and ignored.
+/// Asks the kernel to back the whole 4 KiB pages among the `len` bytes at `ptr` (an allocation
+/// the caller owns) with huge pages. Failure is harmless and ignored.
 #[cfg(target_os = "linux")]
-fn advise_huge_pages(ptr: *mut u8, len: usize) {
-    // SAFETY: madvise with MADV_HUGEPAGE only changes how the kernel backs the range, never its
-    // contents; the range is a live, page-aligned chunk owned by the arena.
-    unsafe { libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE) };
+pub(crate) fn advise_huge_pages(ptr: *mut u8, len: usize) {
+    const PAGE: usize = 4096;
+    let start = (ptr as usize).next_multiple_of(PAGE);
+    let end = (ptr as usize + len) / PAGE * PAGE;
+    if end > start {
+        // SAFETY: madvise with MADV_HUGEPAGE only changes how the kernel backs the range, never
+        // its contents; the range lies inside a live allocation owned by the caller.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn advise_huge_pages(_ptr: *mut u8, _len: usize) {}
+pub(crate) fn advise_huge_pages(_ptr: *mut u8, _len: usize) {}
 
 impl Drop for Arena {
     fn drop(&mut self) {

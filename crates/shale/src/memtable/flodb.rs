@@ -7,7 +7,9 @@
 //! drains it, linking its own node with the bucket's (write-through). Drains link whole buckets'
 //! nodes with one sorted
 //! multi-insert ([`SkipListMemtable::link_sorted`]): nothing is copied, so an entry costs its
-//! memory once, and a drain only searches and swings pointers. Partitioned hashing makes the
+//! memory once, and a drain only searches and swings pointers; a newer version of a key the
+//! skiplist already holds joins that key's version chain, found through the point index with no
+//! search at all (see the skiplist's module documentation). Partitioned hashing makes the
 //! multi-insert pay: the bucket index is the key's leading bits (after
 //! [`FloDbConfig::prefix_bits`]), so a bucket holds key-order neighbours, and neighbouring buckets
 //! hold neighbouring key ranges: a drain thread links all the due buckets of a 64-bucket word with

@@ -39,6 +39,9 @@ pub(crate) const INITIAL_BYTES: usize = INITIAL_SLOTS * SLOT_BYTES;
 const MAX_LOAD: (usize, usize) = (3, 4);
 
 const SLOT_BYTES: usize = std::mem::size_of::<AtomicU64>();
+
+/// Tables at least this large (one x86-64 huge page) are advised as transparent huge pages.
+const HUGE_PAGE_TABLE_BYTES: usize = 2 << 20;
 const POINTER_BITS: u32 = 48;
 const POINTER_MASK: u64 = (1 << POINTER_BITS) - 1;
 
@@ -71,6 +74,11 @@ impl Table {
             let ptr = std::alloc::alloc_zeroed(layout) as *mut AtomicU64;
             if ptr.is_null() {
                 std::alloc::handle_alloc_error(layout);
+            }
+            // A probe lands on a random slot: with 4 KiB pages a large table misses the TLB on
+            // nearly every one. (The zeroed pages are not touched yet, so the advice applies.)
+            if layout.size() >= HUGE_PAGE_TABLE_BYTES {
+                super::arena::advise_huge_pages(ptr as *mut u8, layout.size());
             }
             Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len))
         };

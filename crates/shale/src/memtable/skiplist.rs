@@ -3,21 +3,33 @@
 //! Each entry is one node, one block of the memtable's [`Arena`], laid out as
 //!
 //! ```text
-//! next[h-1] .. next[1] next[0] | key_len u32 | value_len u32 | internal key | value
+//! next[h-1] .. next[1] next[0] | key_len u32 | value_len u32 | versions | depth u32 | internal key | value
 //!                      ^ node pointer
 //! ```
 //!
 //! where `h` is the node's height (random, branching [`BRANCHING`], at most [`MAX_HEIGHT`]) and
 //! `next[i]` is an `AtomicPtr` to the following node at level `i`. The key sits right after
-//! `next[0]`, so a search step usually touches a single cache line of the node it compares. Nodes
-//! are ordered by [`crate::key::compare_internal`].
+//! the header, so a search step usually touches a single cache line of the node it compares.
+//! Entries are ordered by [`crate::key::compare_internal`].
+//!
+//! Version chains (FloDB's multi-insert, [`SkipListMemtable::link_sorted`]): a newer version of a
+//! key the list holds is not linked into the list but hung in a chain off a list node of the same
+//! key, found through the point index without a search. A list node and its chain form a *group*;
+//! in iteration order a group is its chain, newest first (`versions` of the list node, then of
+//! each version), followed by the list node itself. A chain version's `next[0]` holds its list
+//! node tagged with [`CHAINED`]; its upper tower slots are unused. Plain [`Memtable::insert`]s
+//! start no chains, so the plain memtable keeps RocksDB's layout.
 //!
 //! Invariants:
 //! - At every level the list is sorted by `compare_internal`; level `i + 1` is a sublist of level `i`.
-//! - A node is never modified after it is published, except its `next` pointers, and is never
-//!   freed or moved before the memtable drops (the arena frees all nodes at once).
-//! - A node is fully initialized (lengths, key, value, its own `next` pointers) before any pointer
-//!   to it is stored where another thread can load it.
+//! - Group order: each chain is sorted by `compare_internal`, holds only its list node's user key,
+//!   and every version in it sorts before its list node and after every list node before that
+//!   one. So iterating group after group yields every entry in `compare_internal` order.
+//! - A node is never modified after it is published, except its `next` and `versions`
+//!   pointers, and is never freed or moved before the memtable drops (the arena frees all nodes
+//!   at once).
+//! - A node is fully initialized (lengths, key, value, its own `next` and `versions` pointers)
+//!   before any pointer to it is stored where another thread can load it.
 //!
 //! Concurrency contract: inserts are serialized by the `writer` mutex (which also owns the arena);
 //! the engine already serializes them under its WAL lock, so the mutex is uncontended there.
@@ -26,8 +38,9 @@
 //! [`SkipListMemtable::link_sorted`] later links built nodes under it. Until it is linked a node's
 //! level-0 slot holds its height, and no list reaches it.
 //! Readers (`get`, iterators) take no lock. The writer links a new node bottom-up with `Release`
-//! stores of the predecessors' `next` pointers; readers load `next` pointers with `Acquire`, so
-//! every node a reader reaches is fully initialized. A reader racing with an insert sees the new
+//! stores of the predecessors' `next` pointers, and hangs a version with a `Release` store of the
+//! `versions` pointer before it; readers load both with `Acquire`, so every node a reader reaches
+//! is fully initialized. A reader racing with an insert sees the new
 //! node at some levels and not others, which only changes how fast it finds its target. An
 //! iterator holds an `Arc` of the memtable, which keeps every node it can point at alive.
 
