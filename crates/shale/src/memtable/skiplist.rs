@@ -997,14 +997,14 @@ impl Memtable for SkipListMemtable {
                 chain_into(successor, node);
             } else {
                 self.link_tower(&prev, node, height);
+                if height > self.max_height.load(AtomicOrdering::Relaxed) {
+                    self.max_height.store(height, AtomicOrdering::Relaxed);
+                }
             }
             // SAFETY: we hold the insert lock; the node is complete and published, and lives in
             // the arena as long as the memtable.
             self.index
                 .insert(&mut writer.index, point_index::hash(user_key), node);
-        }
-        if height > self.max_height.load(AtomicOrdering::Relaxed) {
-            self.max_height.store(height, AtomicOrdering::Relaxed);
         }
         self.bytes.store(
             writer.arena.used() + writer.index.bytes(),
