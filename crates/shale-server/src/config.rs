@@ -199,7 +199,7 @@ impl Config {
                 .min(ENGINE_MAX_VALUE),
             max_key_size: ENGINE_MAX_KEY,
             // Skip the one-byte type prefix of engine keys: the bucket comes from the key hash.
-            membuffer_prefix_bits: 8,
+            membuffer_prefix_bits: Some(8),
             memtable: match self.memtable {
                 Memtable::Skiplist => shale::MemtableKind::SkipList,
                 Memtable::Flodb => shale::MemtableKind::FloDb,

@@ -386,3 +386,39 @@ fn write_stalls_slow_writers_down_count_the_time_and_lose_nothing() {
         );
     }
 }
+
+#[test]
+fn flodb_learns_the_key_prefix_from_the_last_memtable_and_from_the_ssts() {
+    let fs = MemFs::new();
+    let options = Options {
+        memtable: shale::MemtableKind::FloDb,
+        write_buffer_size: 256 << 10,
+        membuffer_size: 16 << 10,
+        ..mem_options(&fs)
+    };
+    // YCSB's keys: "user" and decimal digits, whose ASCII bytes share their high nibble 0x3.
+    let key = |i: u64| format!("user{}", 1_000_000_000_000 + i * 7_919_000_003 % 8_000_000_000_000);
+    let db = Db::open("/db", options.clone()).unwrap();
+    assert_eq!(db.stats().membuffer_prefix_bits, Some(0), "an empty store has nothing to learn from");
+    for i in 0..4000 {
+        db.put(key(i), [7u8; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    assert_eq!(db.stats().membuffer_prefix_bits, Some(36), "learned from the memtables sealed");
+    for i in 0..4000 {
+        assert_eq!(db.get(key(i)).unwrap().as_deref(), Some(&[7u8; 100][..]));
+    }
+    db.close().unwrap();
+
+    let db = Db::open("/db", options.clone()).unwrap();
+    assert_eq!(db.stats().membuffer_prefix_bits, Some(36), "learned from the SSTs at open");
+    db.close().unwrap();
+
+    let fixed = Options {
+        membuffer_prefix_bits: Some(3),
+        ..options
+    };
+    let db = Db::open("/db", fixed).unwrap();
+    assert_eq!(db.stats().membuffer_prefix_bits, Some(3), "fixed bits are kept");
+    db.close().unwrap();
+}

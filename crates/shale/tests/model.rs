@@ -95,6 +95,9 @@ fn option_sets(fs: &MemFs) -> Vec<(&'static str, Options)> {
         block_size: 256,
         num_levels: 4,
         min_blob_size: NO_BLOB_FILES,
+        // The tiny stores keep the plain skiplist; the FloDB sets below and the "small buffers"
+        // ones (the default memtable) run FloDB's.
+        memtable: MemtableKind::SkipList,
         ..Options::default()
     };
     let blobs = Options {

@@ -112,10 +112,11 @@ pub(crate) fn options_from(props: &Properties) -> Result<Options> {
     }
     set_usize(props, "shale.membuffer_size", &mut o.membuffer_size)?;
     if props.contains("shale.membuffer_prefix_bits") {
-        o.membuffer_prefix_bits = u32::try_from(props.get_u64("shale.membuffer_prefix_bits", 0)?)
-            .map_err(|_| {
-            Error::property("bad value for property shale.membuffer_prefix_bits: too large")
-        })?;
+        o.membuffer_prefix_bits = Some(
+            u32::try_from(props.get_u64("shale.membuffer_prefix_bits", 0)?).map_err(|_| {
+                Error::property("bad value for property shale.membuffer_prefix_bits: too large")
+            })?,
+        );
     }
     set_usize(props, "shale.drain_threads", &mut o.drain_threads)?;
     if props.get("shale.min_blob_size") == Some("off") {

@@ -52,7 +52,7 @@ use stats::Counters;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use write::{WalState, WriteQueue};
@@ -117,6 +117,9 @@ pub(crate) struct DbInner {
     pub gc_engine: Box<dyn crate::blob::GcEngine>,
     pub super_version: RwLock<Arc<SuperVersion>>,
     pub visible_seq: AtomicU64,
+    /// Key bits a new FloDB memtable's membuffer skips when the options leave them to be learned:
+    /// learned at open from the SSTs and at each memtable switch from the memtable sealed.
+    pub membuffer_prefix: AtomicU32,
     pub table_cache: TableCache,
     pub block_cache: Option<Arc<BlockCache>>,
     pub row_cache: Option<RowCache>,
@@ -329,6 +332,11 @@ impl std::fmt::Debug for Db {
 }
 
 impl DbInner {
+    /// The key bits a new memtable's membuffer skips unless the options fix them.
+    pub(crate) fn membuffer_prefix(&self) -> u32 {
+        self.membuffer_prefix.load(Ordering::Relaxed)
+    }
+
     /// Fails with `Closed` after close.
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {

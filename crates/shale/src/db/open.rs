@@ -18,7 +18,7 @@ use crate::blob_file_cache::BlobFileCache;
 use crate::cache::{BlockCache, RowCache};
 use crate::error::{Error, ErrorKind, IoContext, Result};
 use crate::filename::{self, FileKind};
-use crate::key::SeqNo;
+use crate::key::{self, SeqNo};
 use crate::memtable::{self, Memtable};
 use crate::options::GcEngineKind;
 use crate::options::Options;
@@ -29,7 +29,7 @@ use crate::wal::{LogReader, LogWriter};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
 
 pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
@@ -114,7 +114,8 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
     wals.sort_unstable();
 
     // Replay into L0 SSTs. The inner struct is built first so flush helpers can be reused.
-    let mem = memtable::new_memtable(&options);
+    let membuffer_prefix = store_prefix_bits(&versions);
+    let mem = memtable::new_memtable(&options, membuffer_prefix);
     let wal_number = versions.new_file_number();
     let wal_path = filename::wal(dir, wal_number);
     let wal_file = fs
@@ -167,6 +168,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
             version: Arc::new(crate::version::version::Version::empty(1)),
         })),
         visible_seq: AtomicU64::new(last_seq),
+        membuffer_prefix: AtomicU32::new(membuffer_prefix),
         table_cache,
         block_cache,
         row_cache: (options_row_cache > 0).then(|| RowCache::new(options_row_cache)),
@@ -234,12 +236,26 @@ fn check_tables_exist(dir: &Path, versions: &VersionSet, names: &[String]) -> Re
     Ok(())
 }
 
+/// The leading key bits that every SST of the store shares ([`memtable::learned_prefix_bits`] of
+/// their whole key range), for the membuffers of the memtables made at open; 0 when there is no
+/// SST or no shared bit.
+fn store_prefix_bits(versions: &VersionSet) -> u32 {
+    let version = versions.current();
+    let files = version.levels.iter().flatten();
+    let smallest = files.clone().map(|f| key::user_key(&f.smallest)).min();
+    let largest = files.map(|f| key::user_key(&f.largest)).max();
+    smallest
+        .zip(largest)
+        .and_then(|(lo, hi)| memtable::learned_prefix_bits(lo, hi))
+        .unwrap_or(0)
+}
+
 /// Replays `wals` (oldest first) into L0 SSTs. Returns the edit adding them and the largest
 /// sequence number seen.
 fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
     let mut edit = VersionEdit::default();
     let mut max_seq: SeqNo = 0;
-    let mut mem: Arc<dyn Memtable> = memtable::new_memtable(&inner.options);
+    let mut mem: Arc<dyn Memtable> = memtable::new_memtable(&inner.options, inner.membuffer_prefix());
     // Sequence numbers run on without a gap from one WAL to the next. A gap at the start of a WAL
     // means the older WAL lost writes at a power loss (it was handed to the operating system but
     // not fsynced when the newer one started); nothing after the gap was ever acknowledged as
@@ -303,7 +319,7 @@ fn flush_recovered(
         return Ok(());
     }
     let number = inner.state.lock().versions.new_file_number();
-    let full = std::mem::replace(mem, memtable::new_memtable(&inner.options));
+    let full = std::mem::replace(mem, memtable::new_memtable(&inner.options, inner.membuffer_prefix()));
     let mut blob_numbers = Vec::new();
     let flushed = background::write_level0(inner, full, number, Vec::new(), &mut blob_numbers)?;
     let c = &inner.counters;

@@ -48,6 +48,10 @@ pub struct Stats {
     pub memtable_bytes: u64,
     /// Sealed memtables waiting for flush.
     pub sealed_memtables: u64,
+    /// With the FloDB memtable: the leading key bits the active memtable's membuffer skips before
+    /// its bucket index, fixed by the options or learned from the keys
+    /// ([`crate::Options::membuffer_prefix_bits`]); `None` with the skiplist.
+    pub membuffer_prefix_bits: Option<u32>,
     /// Estimated bytes compaction must rewrite to meet the level targets.
     pub pending_compaction_bytes: u64,
     /// Estimated bytes of live user data: keys and values of the newest versions, as recorded in SST

@@ -403,7 +403,14 @@ pub(crate) fn switch_memtable(
     }
     let log_number = state.versions.log_number();
     wal.retired.retain(|(n, _)| *n >= log_number);
-    let mem = memtable::new_memtable(&inner.options);
+    if let Some(bits) = wal
+        .mem
+        .key_range()
+        .and_then(|(lo, hi)| memtable::learned_prefix_bits(lo, hi))
+    {
+        inner.membuffer_prefix.store(bits, Ordering::Relaxed);
+    }
+    let mem = memtable::new_memtable(&inner.options, inner.membuffer_prefix());
     let old_mem = std::mem::replace(&mut wal.mem, mem.clone());
     let old_number = std::mem::replace(&mut wal.number, number);
     let old_writer = std::mem::replace(&mut wal.writer, LogWriter::new(file));

@@ -554,6 +554,11 @@ impl Memtable for FloDbMemtable {
     fn len(&self) -> usize {
         self.shared.skiplist.built()
     }
+
+    /// The skiplist's: entries still in the membuffer are left out.
+    fn key_range(&self) -> Option<(&[u8], &[u8])> {
+        self.shared.skiplist.key_range()
+    }
 }
 
 #[cfg(test)]

@@ -321,3 +321,15 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn learned_prefix_bits_are_the_bits_a_key_range_shares() {
+    use crate::memtable::learned_prefix_bits;
+    assert_eq!(learned_prefix_bits(b"user1000", b"user9999"), Some(36));
+    assert_eq!(learned_prefix_bits(b"\x00\x01", b"\x80\x00"), Some(0));
+    assert_eq!(learned_prefix_bits(b"ab", b"ab"), None);
+    // A missing byte reads as zero, as in the bucket index.
+    assert_eq!(learned_prefix_bits(b"ab", b"ab\x00"), None);
+    assert_eq!(learned_prefix_bits(b"ab", b"ab\x01"), Some(23));
+    assert_eq!(learned_prefix_bits(b"", b"\x10"), Some(3));
+}

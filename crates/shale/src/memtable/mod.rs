@@ -50,6 +50,10 @@ pub trait Memtable: Send + Sync {
     fn approximate_bytes(&self) -> usize;
     /// Number of entries.
     fn len(&self) -> usize;
+    /// The smallest and the largest user key the memtable holds, or `None` when it knows of no
+    /// entry. A hint for the next memtable's layout ([`learned_prefix_bits`]), not an exact
+    /// bound: FloDB's leaves out entries still in its membuffer.
+    fn key_range(&self) -> Option<(&[u8], &[u8])>;
     /// True when nothing was inserted.
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -72,19 +76,41 @@ pub(crate) fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
-/// A new, empty memtable of the kind `options` asks for.
-pub(crate) fn new_memtable(options: &crate::Options) -> Arc<dyn Memtable> {
+/// A new, empty memtable of the kind `options` asks for. A FloDB membuffer skips
+/// `options.membuffer_prefix_bits` leading key bits before it takes the bucket index, or, when
+/// the options leave them to be learned, `learned_prefix_bits`.
+pub(crate) fn new_memtable(options: &crate::Options, learned_prefix_bits: u32) -> Arc<dyn Memtable> {
     match options.memtable {
         crate::MemtableKind::SkipList => Arc::new(SkipListMemtable::with_expected_bytes(
             options.write_buffer_size,
         )),
         crate::MemtableKind::FloDb => Arc::new(FloDbMemtable::with_expected_bytes(
             FloDbConfig {
-                membuffer_bytes: options.membuffer_size,
-                prefix_bits: options.membuffer_prefix_bits,
+                membuffer_bytes: options
+                    .membuffer_size
+                    .min(options.write_buffer_size / 16)
+                    .max(64),
+                prefix_bits: options.membuffer_prefix_bits.unwrap_or(learned_prefix_bits),
                 drain_threads: options.drain_threads,
             },
             options.write_buffer_size,
         )),
     }
+}
+
+/// The leading bits that `smallest` and `largest`, two keys of a key range, share (so every key
+/// between them shares them too), reading bytes past the end of the shorter as zero as the
+/// membuffer's bucket index does; `None` when they do not differ.
+///
+/// A FloDB membuffer that skips these bits takes its bucket index from the first bits in which
+/// the keys of that range differ: a range of keys with a common prefix (`user` and decimal digits
+/// in YCSB) spreads over all the buckets instead of filling a few, and the buckets stay in key
+/// order. The engine learns them from each memtable for the next and from the SSTs at open.
+pub(crate) fn learned_prefix_bits(smallest: &[u8], largest: &[u8]) -> Option<u32> {
+    let len = smallest.len().max(largest.len());
+    let byte = |key: &[u8], i: usize| key.get(i).copied().unwrap_or(0);
+    (0..len).find_map(|i| {
+        let diff = byte(smallest, i) ^ byte(largest, i);
+        (diff != 0).then(|| 8 * i as u32 + diff.leading_zeros())
+    })
 }

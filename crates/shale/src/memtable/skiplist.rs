@@ -1036,6 +1036,20 @@ impl Memtable for SkipListMemtable {
     fn len(&self) -> usize {
         self.len.load(AtomicOrdering::Relaxed)
     }
+
+    /// The user keys of the first and the last list node; chain versions share their list node's.
+    fn key_range(&self) -> Option<(&[u8], &[u8])> {
+        // SAFETY: the head's level-0 slot is initialized; Acquire makes the node behind it
+        // initialized too.
+        let first = unsafe { next(self.head.as_ptr(), 0) };
+        if first.is_null() {
+            return None;
+        }
+        let last = self.find_last();
+        // SAFETY: both are published entry nodes (the list is not empty, so `find_last` does not
+        // return the head), alive and unchanged in their keys as long as `self`.
+        unsafe { Some((Node::user_key(first), Node::user_key(last))) }
+    }
 }
 
 /// A cursor over a skiplist memtable. Holds the memtable alive.
