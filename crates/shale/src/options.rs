@@ -220,7 +220,7 @@ pub struct Options {
     pub memtable: MemtableKind,
     /// With [`MemtableKind::FloDb`]: bytes of the membuffer hash table (FloDB's MHT); the
     /// skiplist below it holds the rest of `write_buffer_size` (MSL). A memtable takes at most
-    /// `write_buffer_size / 16`, so small memtables get small membuffers. Default
+    /// `write_buffer_size / 8`, so small memtables get small membuffers. Default
     /// [`DEFAULT_MEMBUFFER_SIZE`].
     pub membuffer_size: usize,
     /// With [`MemtableKind::FloDb`]: leading key bits shared by all keys (a common prefix), skipped
@@ -291,7 +291,7 @@ impl Default for Options {
             default_durability: Durability::Buffered,
             max_manifest_size: DEFAULT_MAX_MANIFEST_SIZE,
             wal_recovery: WalRecovery::TolerateTornTail,
-            memtable: MemtableKind::SkipList,
+            memtable: MemtableKind::FloDb,
             membuffer_size: DEFAULT_MEMBUFFER_SIZE,
             membuffer_prefix_bits: None,
             drain_threads: DEFAULT_DRAIN_THREADS,

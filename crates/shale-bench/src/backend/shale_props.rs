@@ -68,12 +68,12 @@ pub(super) static PROPS: &[PropSpec] = &[
         "",
         "flush and compaction threads",
     ),
-    PropSpec::new("shale.memtable", "", "skiplist or flodb"),
+    PropSpec::new("shale.memtable", "", "flodb (default) or skiplist"),
     PropSpec::new("shale.membuffer_size", "", "FloDB membuffer bytes"),
     PropSpec::new(
         "shale.membuffer_prefix_bits",
         "",
-        "FloDB: leading key bits shared by all keys, skipped by the bucket index",
+        "FloDB: leading key bits shared by all keys, skipped by the bucket index (unset: learned from the keys)",
     ),
     PropSpec::new(
         "shale.drain_threads",

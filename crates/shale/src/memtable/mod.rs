@@ -88,7 +88,7 @@ pub(crate) fn new_memtable(options: &crate::Options, learned_prefix_bits: u32) -
             FloDbConfig {
                 membuffer_bytes: options
                     .membuffer_size
-                    .min(options.write_buffer_size / 16)
+                    .min(options.write_buffer_size / 8)
                     .max(64),
                 prefix_bits: options.membuffer_prefix_bits.unwrap_or(learned_prefix_bits),
                 drain_threads: options.drain_threads,
