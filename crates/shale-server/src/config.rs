@@ -110,7 +110,8 @@ pub struct Config {
     pub client_query_buffer_limit: usize,
     /// Most reply bytes one batch may produce. Default [`DEFAULT_CLIENT_OUTPUT_BUFFER_LIMIT`].
     pub client_output_buffer_limit: usize,
-    /// Runtime worker threads; 0 means one per CPU. Default 0.
+    /// Connection threads, each a single-threaded runtime that owns the connections handed to it;
+    /// 0 means one per CPU. Default 0.
     pub threads: usize,
     /// Engine memtable size. Default [`DEFAULT_WRITE_BUFFER_SIZE`].
     pub write_buffer_size: usize,

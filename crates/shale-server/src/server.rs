@@ -47,16 +47,78 @@ pub fn run(config: Config) -> Result<(), String> {
     } else {
         config.threads
     };
+    // The main runtime accepts, runs the background tasks and hands each connection to a shard.
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .thread_name("shale-worker")
+        .worker_threads(1)
+        .thread_name("shale-main")
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    runtime.block_on(serve(config))
+    let shards = Shards::start(threads)?;
+    let result = runtime.block_on(serve(config, &shards));
+    shards.stop();
+    result
 }
 
-async fn serve(config: Config) -> Result<(), String> {
+/// The connection threads: each runs a single-threaded runtime that owns the connections handed
+/// to it, from their socket's readiness to their last reply.
+///
+/// Why not one work-stealing runtime: with a request per round trip (`-P 1`), most of a
+/// connection's work is waking its task when the socket turns readable. On a shared runtime the
+/// wake often lands on the other worker's queue, which must be unparked (a futex call) or steals
+/// it; a shard's socket readiness, task and reply stay on one thread, as in Redis's event loop.
+/// Measured 2026-11-23 (BENCHMARKS.md): one worker beat two at `-P 1` by 10-20%, while two beat one
+/// at pipelined GETs; shards keep both cores and lose the cross-thread wakes.
+struct Shards {
+    handles: Vec<tokio::runtime::Handle>,
+    stop: Vec<tokio::sync::oneshot::Sender<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    next: AtomicUsize,
+}
+
+impl Shards {
+    fn start(n: usize) -> Result<Shards, String> {
+        let mut shards = Shards {
+            handles: Vec::with_capacity(n),
+            stop: Vec::with_capacity(n),
+            threads: Vec::with_capacity(n),
+            next: AtomicUsize::new(0),
+        };
+        for i in 0..n.max(1) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start connection runtime {i}: {e}"))?;
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            shards.handles.push(runtime.handle().clone());
+            shards.stop.push(tx);
+            let thread = std::thread::Builder::new()
+                .name(format!("shale-conn-{i}"))
+                .spawn(move || {
+                    // Runs the shard's tasks until `stop`; dropping the runtime then cancels any
+                    // that are left (the server waits for connections before it stops shards).
+                    let _ = runtime.block_on(rx);
+                })
+                .map_err(|e| format!("cannot start connection thread {i}: {e}"))?;
+            shards.threads.push(thread);
+        }
+        Ok(shards)
+    }
+
+    /// The shard for the next connection (round robin).
+    fn next(&self) -> &tokio::runtime::Handle {
+        &self.handles[self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len()]
+    }
+
+    fn stop(self) {
+        drop(self.stop);
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn serve(config: Config, shards: &Shards) -> Result<(), String> {
     println!(
         "shale {} starting with:\n{config}",
         env!("CARGO_PKG_VERSION")
@@ -116,7 +178,7 @@ async fn serve(config: Config) -> Result<(), String> {
         "ready to accept connections on {}:{port}",
         shared.config.bind
     );
-    accept(listener, &shared, Frontend::Resp).await;
+    accept(listener, &shared, shards, Frontend::Resp).await;
     background.abort_all();
     while background.join_next().await.is_some() {}
     shared.store.syncer.stop();
@@ -125,7 +187,7 @@ async fn serve(config: Config) -> Result<(), String> {
 }
 
 /// Accepts connections until shutdown starts, then waits for them to finish.
-async fn accept(listener: TcpListener, shared: &Arc<Shared>, frontend: Frontend) {
+async fn accept(listener: TcpListener, shared: &Arc<Shared>, shards: &Shards, frontend: Frontend) {
     let Frontend::Resp = frontend;
     let mut connections = JoinSet::new();
     let mut shutdown = shared.shutdown_tx.subscribe();
@@ -142,10 +204,14 @@ async fn accept(listener: TcpListener, shared: &Arc<Shared>, frontend: Frontend)
                 shared.clients.fetch_add(1, Ordering::Relaxed);
                 let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
                 let sh = shared.clone();
-                connections.spawn(async move {
-                    connection::serve(stream, sh.clone(), id).await;
+                // The socket moves to its shard's reactor, so its readiness wakes that thread.
+                let stream = stream.into_std();
+                connections.spawn_on(async move {
+                    if let Ok(stream) = stream.and_then(tokio::net::TcpStream::from_std) {
+                        connection::serve(stream, sh.clone(), id).await;
+                    }
                     sh.clients.fetch_sub(1, Ordering::Relaxed);
-                });
+                }, shards.next());
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             _ = shutdown.changed() => break,

@@ -397,21 +397,38 @@ fn flodb_learns_the_key_prefix_from_the_last_memtable_and_from_the_ssts() {
         ..mem_options(&fs)
     };
     // YCSB's keys: "user" and decimal digits, whose ASCII bytes share their high nibble 0x3.
-    let key = |i: u64| format!("user{}", 1_000_000_000_000 + i * 7_919_000_003 % 8_000_000_000_000);
+    let key = |i: u64| {
+        format!(
+            "user{}",
+            1_000_000_000_000 + i * 7_919_000_003 % 8_000_000_000_000
+        )
+    };
     let db = Db::open("/db", options.clone()).unwrap();
-    assert_eq!(db.stats().membuffer_prefix_bits, Some(0), "an empty store has nothing to learn from");
+    assert_eq!(
+        db.stats().membuffer_prefix_bits,
+        Some(0),
+        "an empty store has nothing to learn from"
+    );
     for i in 0..4000 {
         db.put(key(i), [7u8; 100]).unwrap();
     }
     db.flush().unwrap();
-    assert_eq!(db.stats().membuffer_prefix_bits, Some(36), "learned from the memtables sealed");
+    assert_eq!(
+        db.stats().membuffer_prefix_bits,
+        Some(36),
+        "learned from the memtables sealed"
+    );
     for i in 0..4000 {
         assert_eq!(db.get(key(i)).unwrap().as_deref(), Some(&[7u8; 100][..]));
     }
     db.close().unwrap();
 
     let db = Db::open("/db", options.clone()).unwrap();
-    assert_eq!(db.stats().membuffer_prefix_bits, Some(36), "learned from the SSTs at open");
+    assert_eq!(
+        db.stats().membuffer_prefix_bits,
+        Some(36),
+        "learned from the SSTs at open"
+    );
     db.close().unwrap();
 
     let fixed = Options {
@@ -419,6 +436,10 @@ fn flodb_learns_the_key_prefix_from_the_last_memtable_and_from_the_ssts() {
         ..options
     };
     let db = Db::open("/db", fixed).unwrap();
-    assert_eq!(db.stats().membuffer_prefix_bits, Some(3), "fixed bits are kept");
+    assert_eq!(
+        db.stats().membuffer_prefix_bits,
+        Some(3),
+        "fixed bits are kept"
+    );
     db.close().unwrap();
 }

@@ -255,7 +255,8 @@ fn store_prefix_bits(versions: &VersionSet) -> u32 {
 fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
     let mut edit = VersionEdit::default();
     let mut max_seq: SeqNo = 0;
-    let mut mem: Arc<dyn Memtable> = memtable::new_memtable(&inner.options, inner.membuffer_prefix());
+    let mut mem: Arc<dyn Memtable> =
+        memtable::new_memtable(&inner.options, inner.membuffer_prefix());
     // Sequence numbers run on without a gap from one WAL to the next. A gap at the start of a WAL
     // means the older WAL lost writes at a power loss (it was handed to the operating system but
     // not fsynced when the newer one started); nothing after the gap was ever acknowledged as
@@ -319,7 +320,10 @@ fn flush_recovered(
         return Ok(());
     }
     let number = inner.state.lock().versions.new_file_number();
-    let full = std::mem::replace(mem, memtable::new_memtable(&inner.options, inner.membuffer_prefix()));
+    let full = std::mem::replace(
+        mem,
+        memtable::new_memtable(&inner.options, inner.membuffer_prefix()),
+    );
     let mut blob_numbers = Vec::new();
     let flushed = background::write_level0(inner, full, number, Vec::new(), &mut blob_numbers)?;
     let c = &inner.counters;

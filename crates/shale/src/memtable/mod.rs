@@ -79,7 +79,10 @@ pub(crate) fn prefetch<T>(p: *const T) {
 /// A new, empty memtable of the kind `options` asks for. A FloDB membuffer skips
 /// `options.membuffer_prefix_bits` leading key bits before it takes the bucket index, or, when
 /// the options leave them to be learned, `learned_prefix_bits`.
-pub(crate) fn new_memtable(options: &crate::Options, learned_prefix_bits: u32) -> Arc<dyn Memtable> {
+pub(crate) fn new_memtable(
+    options: &crate::Options,
+    learned_prefix_bits: u32,
+) -> Arc<dyn Memtable> {
     match options.memtable {
         crate::MemtableKind::SkipList => Arc::new(SkipListMemtable::with_expected_bytes(
             options.write_buffer_size,
