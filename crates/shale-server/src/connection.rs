@@ -2,7 +2,11 @@
 //! every reply with one write, repeat.
 //!
 //! A batch runs on the runtime thread that read it: an engine write is a memory insert plus a
-//! buffered WAL append, cheaper than a hop to another thread. Under `appendfsync always` a batch
+//! WAL append to the process's buffer, cheaper than a hop to another thread. Before it answers,
+//! a batch that wrote yields once, so the other ready connections of its thread run theirs, and
+//! then hands the WAL to the operating system: one `write` for the round, as Redis writes its
+//! append-only file once per event-loop iteration, and no reply before its write left the
+//! process. Under `appendfsync always` a batch
 //! with writes then waits, without blocking the thread, for a ticket of the WAL syncer
 //! (`store::syncer`): one fsync covers the batches of every connection.
 //!
@@ -61,8 +65,8 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
         if !requests.is_empty() {
             let requests_len = requests.len();
             let batch = std::mem::take(&mut requests);
-            let always =
-                shared.store.appendfsync() == Appendfsync::Always && exec::writes_anything(&batch);
+            let writes = exec::writes_anything(&batch);
+            let always = shared.store.appendfsync() == Appendfsync::Always && writes;
             let ticket = if always {
                 let _executing = shared.store.syncer.executing();
                 exec::execute(&shared, &mut s, &batch, &mut o);
@@ -73,17 +77,31 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
             };
             requests = batch;
             requests.clear();
-            if let Some(ticket) = ticket {
+            let durable = if let Some(ticket) = ticket {
                 // Replies wait for the fsync that covers the batch's writes.
-                let synced = ticket
+                ticket
                     .await
-                    .unwrap_or_else(|_| Err("the WAL syncer stopped".into()));
-                if let Err(e) = synced {
-                    o.clear();
-                    for _ in 0..requests_len {
-                        ReplyWriter::new(&mut o, s.version)
-                            .error(format!("ERR engine: WAL sync failed: {e}").as_bytes());
-                    }
+                    .unwrap_or_else(|_| Err("the WAL syncer stopped".into()))
+                    .map_err(|e| format!("WAL sync failed: {e}"))
+            } else if writes {
+                // The engine wrote the batch unflushed. Let the other connections of this thread
+                // that are ready run their batches first, then hand the WAL to the operating
+                // system once for all of them (the first to get here writes, the others find
+                // nothing left) before anyone answers.
+                tokio::task::yield_now().await;
+                shared
+                    .store
+                    .db()
+                    .flush_wal()
+                    .map_err(|e| format!("WAL write failed: {e}"))
+            } else {
+                Ok(())
+            };
+            if let Err(e) = durable {
+                o.clear();
+                for _ in 0..requests_len {
+                    ReplyWriter::new(&mut o, s.version)
+                        .error(format!("ERR engine: {e}").as_bytes());
                 }
             }
         }

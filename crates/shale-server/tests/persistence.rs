@@ -1,4 +1,4 @@
-//! Durability through the server: acknowledged writes under `appendfsync always` survive SIGKILL;
+//! Durability through the server: acknowledged writes survive SIGKILL in every `appendfsync` mode;
 //! SHUTDOWN, SIGTERM and SIGINT stop the server cleanly (exit 0) with every write kept.
 
 mod common;
@@ -9,7 +9,19 @@ use std::time::Duration;
 
 #[test]
 fn acknowledged_writes_survive_sigkill_under_appendfsync_always() {
-    let s = Server::start(&["--appendfsync", "always"]);
+    acknowledged_writes_survive_sigkill("always");
+}
+
+/// SIGKILL is a crash of the process, not of the machine: under `everysec` and `no` every
+/// acknowledged write has left the process (the connection flushes the WAL before it answers).
+#[test]
+fn acknowledged_writes_survive_sigkill_under_everysec_and_no() {
+    acknowledged_writes_survive_sigkill("everysec");
+    acknowledged_writes_survive_sigkill("no");
+}
+
+fn acknowledged_writes_survive_sigkill(appendfsync: &str) {
+    let s = Server::start(&["--appendfsync", appendfsync]);
     const THREADS: usize = 4;
     const EACH: usize = 150;
     let threads: Vec<_> = (0..THREADS)
@@ -51,7 +63,11 @@ fn acknowledged_writes_survive_sigkill_under_appendfsync_always() {
     for (t, keys) in acked.iter().enumerate() {
         for (i, k) in keys.iter().enumerate() {
             let v: Option<i64> = redis::cmd("GET").arg(k).query(&mut c).unwrap();
-            assert_eq!(v, Some(i as i64), "{k} lost");
+            assert_eq!(
+                v,
+                Some(i as i64),
+                "{k} lost under appendfsync {appendfsync}"
+            );
         }
         let h: HashMap<String, i64> = redis::cmd("HGETALL")
             .arg(format!("h{t}"))

@@ -84,6 +84,14 @@ pub enum Durability {
     /// The WAL was fsynced (`fdatasync`) before the call returned: the write survives power loss.
     /// Concurrent writers share one fsync (group commit).
     Sync,
+    /// The write is in the WAL's buffer in this process: a crash of the process may lose it. It
+    /// reaches the operating system at the next [`Db::flush_wal`](crate::Db::flush_wal) or
+    /// [`Db::sync_wal`](crate::Db::sync_wal), with the next `Buffered` or `Sync` write, or when
+    /// the buffer fills (RocksDB's `manual_wal_flush`). Readers see it at once. For a server that
+    /// writes the WAL once per round of requests and answers them after that write, as Redis
+    /// writes its append-only file once per event-loop iteration; writes still reach the WAL in
+    /// order, so what a crash keeps is always a prefix of what was written.
+    Unflushed,
 }
 
 /// Per-write options.

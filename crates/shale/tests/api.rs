@@ -443,3 +443,63 @@ fn flodb_learns_the_key_prefix_from_the_last_memtable_and_from_the_ssts() {
     );
     db.close().unwrap();
 }
+
+/// Bytes of the WAL files in `dir` that reached the operating system.
+fn wal_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn unflushed_writes_are_visible_at_once_and_reach_the_wal_at_flush_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let unflushed = WriteOptions {
+        durability: Durability::Unflushed,
+    };
+    let put = |k: &str, options: &WriteOptions| {
+        let mut batch = WriteBatch::new();
+        batch.put(k, format!("value of {k}"));
+        db.write(batch, options).unwrap();
+    };
+    let before = wal_bytes(dir.path());
+    put("a", &unflushed);
+    assert_eq!(db.get("a").unwrap(), Some(b"value of a".to_vec()));
+    assert_eq!(
+        wal_bytes(dir.path()),
+        before,
+        "an unflushed write stays in the process"
+    );
+    db.flush_wal().unwrap();
+    let flushed = wal_bytes(dir.path());
+    assert!(
+        flushed > before,
+        "flush_wal hands it to the operating system"
+    );
+    db.flush_wal().unwrap();
+    assert_eq!(wal_bytes(dir.path()), flushed, "nothing more to flush");
+
+    // A buffered write carries the unflushed ones before it to the operating system, in order.
+    put("b", &unflushed);
+    put("c", &WriteOptions::default());
+    let both = wal_bytes(dir.path());
+    assert!(both > flushed);
+    put("d", &unflushed);
+    assert_eq!(wal_bytes(dir.path()), both);
+    db.sync_wal().unwrap();
+    assert!(wal_bytes(dir.path()) > both, "sync_wal flushes first");
+    drop(db);
+
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for k in ["a", "b", "c", "d"] {
+        assert_eq!(
+            db.get(k).unwrap(),
+            Some(format!("value of {k}").into_bytes())
+        );
+    }
+    db.close().unwrap();
+}

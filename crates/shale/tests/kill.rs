@@ -1,5 +1,5 @@
-//! Process-kill test: a child process writes with `Durability::Sync` and reports each
-//! acknowledgement; the parent kills it with SIGKILL mid-stream, reopens the database and checks
+//! Process-kill test: a child process writes with `Durability::Sync`, `Buffered` and `Unflushed`
+//! (some followed by `flush_wal`) and reports each acknowledgement; the parent kills it with SIGKILL mid-stream, reopens the database and checks
 //! that every acknowledged write is there with its value.
 //!
 //! This test has its own `main` (harness = false): run without arguments it is the parent; with
@@ -39,19 +39,20 @@ fn child(dir: &Path, first: u64) -> ! {
         let mut batch = WriteBatch::new();
         batch.put(key.to_be_bytes(), value_for(key));
         batch.put(format!("mirror-{key}"), key.to_string());
-        db.write(
-            batch,
-            &WriteOptions {
-                durability: if key.is_multiple_of(3) {
-                    Durability::Sync
-                } else {
-                    Durability::Buffered
-                },
-            },
-        )
-        .expect("child: write");
-        if key.is_multiple_of(3) {
-            // Everything up to this key is acknowledged as durable now.
+        let durability = match key % 3 {
+            0 => Durability::Sync,
+            1 => Durability::Buffered,
+            _ => Durability::Unflushed,
+        };
+        db.write(batch, &WriteOptions { durability })
+            .expect("child: write");
+        // Every fourth unflushed write is flushed and acknowledged: a SIGKILL keeps it.
+        let flushed = durability == Durability::Unflushed && key.is_multiple_of(4);
+        if flushed {
+            db.flush_wal().expect("child: flush_wal");
+        }
+        if durability == Durability::Sync || flushed {
+            // Everything up to this key is acknowledged: durable, or at least past the process.
             writeln!(out, "ACK {key}").expect("child: stdout");
             out.flush().expect("child: stdout");
         }

@@ -123,11 +123,15 @@ impl Store {
         self.appendfsync.store(mode as u8, Ordering::Relaxed);
     }
 
-    /// The durability of an engine write. Always buffered: under `appendfsync always` the
-    /// connection waits for a [`syncer`] ticket after the commit instead, so no lock is held
-    /// across an fsync and one fsync serves every connection.
+    /// The durability of an engine write: unflushed, in every `appendfsync` mode. A connection
+    /// that wrote hands the WAL to the operating system (`Db::flush_wal`) before it answers, once
+    /// for every connection of its thread that wrote in the same round (see `connection`), as
+    /// Redis writes its append-only file once per event-loop iteration. Under `appendfsync always`
+    /// the connection waits for a [`syncer`] ticket instead, whose fsync flushes first, so no
+    /// lock is held across an fsync and one fsync serves every connection. Writes of the server's
+    /// own (the expiry sweep) reach the operating system with the next flush or sync.
     pub fn durability(&self) -> Durability {
-        Durability::Buffered
+        Durability::Unflushed
     }
 
     /// A new collection generation.

@@ -423,7 +423,7 @@ fn titan_write_back(inner: &DbInner, moved: &[Moved]) -> Result<Vec<DroppedBlob>
     // Synced: once the new file is installed, its records are referenced only by these entries;
     // losing them would leave a file nothing points to (and nothing collects).
     if !wal.group.is_empty() {
-        write::commit_group(inner, &mut wal, true)?;
+        write::commit_group(inner, &mut wal, true, true)?;
     }
     Ok(stale)
 }

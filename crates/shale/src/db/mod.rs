@@ -117,6 +117,9 @@ pub(crate) struct DbInner {
     pub gc_engine: Box<dyn crate::blob::GcEngine>,
     pub super_version: RwLock<Arc<SuperVersion>>,
     pub visible_seq: AtomicU64,
+    /// Set while the active WAL's writer holds records not yet handed to the operating system
+    /// ([`Durability::Unflushed`](crate::Durability::Unflushed) writes); changed under the WAL lock.
+    pub wal_unflushed: AtomicBool,
     /// Key bits a new FloDB memtable's membuffer skips when the options leave them to be learned:
     /// learned at open from the SSTs and at each memtable switch from the memtable sealed.
     pub membuffer_prefix: AtomicU32,
@@ -183,6 +186,18 @@ impl Db {
     /// `Io` when the WAL cannot be written (the database is then poisoned); `Closed` after close.
     pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
         write::write(&self.inner, batch, options.durability)
+    }
+
+    /// Hands the WAL's buffered records to the operating system: every write acknowledged before
+    /// the call, [`Durability::Unflushed`] ones included, then survives a crash of the process.
+    /// Cheap when nothing is buffered (no lock, no system call).
+    ///
+    /// # Errors
+    /// `Io` when the WAL cannot be written (the database is then poisoned); `Poisoned`; `Closed`.
+    ///
+    /// [`Durability::Unflushed`]: crate::Durability::Unflushed
+    pub fn flush_wal(&self) -> Result<()> {
+        write::flush_wal(&self.inner)
     }
 
     /// Fsyncs the WAL: every write acknowledged before the call survives power loss once it

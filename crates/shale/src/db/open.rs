@@ -168,6 +168,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
             version: Arc::new(crate::version::version::Version::empty(1)),
         })),
         visible_seq: AtomicU64::new(last_seq),
+        wal_unflushed: AtomicBool::new(false),
         membuffer_prefix: AtomicU32::new(membuffer_prefix),
         table_cache,
         block_cache,

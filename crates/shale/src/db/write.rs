@@ -54,6 +54,8 @@ const QUEUED_POLL: Duration = Duration::from_micros(30);
 struct Writer {
     batch: WriteBatch,
     sync: bool,
+    /// False for [`Durability::Unflushed`]: the WAL record may stay in the process's buffer.
+    flush: bool,
     /// Set (Release) after `slot` leaves `Waiting`, so a queued writer can poll without the lock.
     answered: AtomicBool,
     slot: Mutex<Slot>,
@@ -115,6 +117,7 @@ pub(crate) fn write(inner: &Arc<DbInner>, batch: WriteBatch, durability: Durabil
     let me = Arc::new(Writer {
         batch,
         sync: durability == Durability::Sync,
+        flush: durability != Durability::Unflushed,
         answered: AtomicBool::new(false),
         slot: Mutex::new(Slot::Waiting),
         cv: Condvar::new(),
@@ -245,7 +248,8 @@ fn write_group(inner: &Arc<DbInner>, group: &[Arc<Writer>]) -> Result<()> {
         wal.group.append(&w.batch);
     }
     let sync = group.iter().any(|w| w.sync);
-    commit_group(inner, wal, sync)?;
+    let flush = group.iter().any(|w| w.flush);
+    commit_group(inner, wal, sync, flush)?;
     inner
         .counters
         .writes
@@ -253,21 +257,34 @@ fn write_group(inner: &Arc<DbInner>, group: &[Arc<Writer>]) -> Result<()> {
     Ok(())
 }
 
-/// Appends `wal.group` to the WAL (fsyncing it when `sync`), inserts it into the memtable under
-/// fresh sequence numbers and makes it visible. Requires the WAL lock (held as `wal`).
-pub(crate) fn commit_group(inner: &DbInner, wal: &mut WalState, sync: bool) -> Result<()> {
+/// Appends `wal.group` to the WAL (handing it to the operating system when `flush` or `sync`,
+/// fsyncing it when `sync`), inserts it into the memtable under fresh sequence numbers and makes
+/// it visible. Requires the WAL lock (held as `wal`).
+pub(crate) fn commit_group(
+    inner: &DbInner,
+    wal: &mut WalState,
+    sync: bool,
+    flush: bool,
+) -> Result<()> {
     let first_seq = wal.last_seq + 1;
     wal.group.set_seq(first_seq);
     let payload = wal.group.as_bytes();
     let payload_len = payload.len() as u64;
-    if let Err(e) = wal
-        .writer
-        .add_record(payload)
-        .and_then(|()| wal.writer.flush())
-    {
+    let appended = wal.writer.add_record(payload).and_then(|()| {
+        if flush || sync {
+            wal.writer.flush()
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = appended {
         let path = filename::wal(&inner.dir, wal.number);
         return Err(inner.set_poison(Error::io(e, format!("append to {}", path.display()))));
     }
+    // Relaxed: read and written under the WAL lock; `flush_wal`'s unlocked look is only a hint.
+    inner
+        .wal_unflushed
+        .store(!(flush || sync), Ordering::Relaxed);
     if sync {
         sync_all(inner, wal)?;
     }
@@ -473,6 +490,8 @@ pub(crate) fn sync_wal(inner: &DbInner) -> Result<()> {
             let handle = writer.sync_handle().map_err(|e| poison(*number, e))?;
             handles.push((*number, handle));
         }
+        // Taking the active WAL's handle handed its buffered records to the operating system.
+        inner.wal_unflushed.store(false, Ordering::Relaxed);
         handles
     };
     for (number, handle) in &handles {
@@ -485,6 +504,30 @@ pub(crate) fn sync_wal(inner: &DbInner) -> Result<()> {
         .retired
         .retain(|(n, _)| !handles.iter().any(|(synced, _)| synced == n));
     inner.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Hands the active WAL's buffered records to the operating system (see `Db::flush_wal`).
+pub(crate) fn flush_wal(inner: &DbInner) -> Result<()> {
+    inner.check_open()?;
+    if let Some(e) = inner.poison_error() {
+        return Err(e);
+    }
+    // A writer that returned before this call set the flag under the WAL lock, which the lock
+    // below orders; a look without the lock that misses it can only be racing a write that had
+    // not returned yet, which this call does not promise to cover.
+    if !inner.wal_unflushed.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let mut wal = inner.wal.lock();
+    if !inner.wal_unflushed.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    if let Err(e) = wal.writer.flush() {
+        let path = filename::wal(&inner.dir, wal.number);
+        return Err(inner.set_poison(Error::io(e, format!("write {}", path.display()))));
+    }
+    inner.wal_unflushed.store(false, Ordering::Relaxed);
     Ok(())
 }
 
