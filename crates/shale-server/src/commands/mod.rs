@@ -19,9 +19,9 @@ use crate::session::Session;
 use crate::shared::Shared;
 use crate::store::Txn;
 use bytes::{Bytes, BytesMut};
+use rustc_hash::FxHashMap;
 use shale_proto::resp::{ReplyWriter, Version};
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// The command writes keys: its keys' stripes are locked for the batch.
@@ -288,8 +288,10 @@ pub static COMMANDS: &[Command] = &[
 /// Longest command name.
 const MAX_NAME_LEN: usize = 16;
 
-fn index() -> &'static HashMap<&'static [u8], usize> {
-    static INDEX: OnceLock<HashMap<&'static [u8], usize>> = OnceLock::new();
+/// Command names to table indexes. Looked up for every request, so with a cheap hash (the keys
+/// are a fixed set of short names, not input anyone can choose to collide).
+fn index() -> &'static FxHashMap<&'static [u8], usize> {
+    static INDEX: OnceLock<FxHashMap<&'static [u8], usize>> = OnceLock::new();
     INDEX.get_or_init(|| {
         COMMANDS
             .iter()

@@ -499,6 +499,9 @@ impl Memtable for FloDbMemtable {
         let shared = &*self.shared;
         let bucket = &shared.buckets[shared.bucket_index(user_key)];
         let h = point_index::hash(user_key);
+        // The skiplist's index slot is read after the bucket: both are usually cache misses,
+        // which this overlaps.
+        shared.skiplist.prefetch_lookup(h);
         let tag = tag_of(h);
         // The newest matching entry in the bucket, read first (see the module contract).
         let mut best: Option<(SeqNo, ValueKind, *const Node)> = None;

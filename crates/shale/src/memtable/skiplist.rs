@@ -887,6 +887,13 @@ impl SkipListMemtable {
     }
 
     /// [`Memtable::get`] for a key whose [`point_index::hash`] the caller already has.
+    /// Starts loading the point-index slot of the key whose hash is `h`, so that a lookup of it
+    /// about to follow overlaps that miss with other work.
+    #[inline]
+    pub(crate) fn prefetch_lookup(&self, h: u64) {
+        self.index.prefetch_slot(h);
+    }
+
     pub(crate) fn get_hashed(
         &self,
         user_key: &[u8],
