@@ -6,7 +6,9 @@
 //!
 //! The model mirrors the real orderings: slots are written under the bucket lock with `Release`
 //! stores, the drain inserts into the skiplist (published with `Release`) *before* it nulls the
-//! slots, and readers load with `Acquire`, bucket first. Run it with
+//! slots, and readers load with `Acquire`, bucket first. A second model covers the skiplist's
+//! version chains: a version hung off a key's list node (in the middle of the chain when it
+//! arrives out of order) reaches lock-free readers complete and in order. Run it with
 //! `RUSTFLAGS="--cfg loom" cargo test --release -p shale --test loom_membuffer`.
 
 #![cfg(loom)]
@@ -232,5 +234,156 @@ fn a_writer_draining_a_full_bucket_loses_nothing_for_readers() {
             "an entry was linked twice or lost"
         );
         m.free();
+    });
+}
+
+// Version chains (`memtable/skiplist.rs`, `chain_into` and `element_after`): a drain hangs a newer
+// version of a key off the key's list node instead of linking it into the list. The model keeps
+// what the protocol needs: a list node whose `versions` pointer heads a chain sorted newest
+// first; an insert, under the insert lock, walks the chain with Relaxed loads to the first older
+// version, fills the new version (its value and its `versions` link) and publishes it with one
+// Release store of the link before it; readers walk with Acquire loads and take no lock.
+
+/// A chain version, or (with `seq` 1) the list node that heads the group.
+struct Version {
+    seq: u64,
+    /// Written before the version is published, never again: loom reports a reader that could
+    /// see it unwritten.
+    value: loom::cell::UnsafeCell<u64>,
+    versions: AtomicPtr<Version>,
+}
+
+fn value_of(seq: u64) -> u64 {
+    seq * 10 + 7
+}
+
+struct Group {
+    insert_lock: Mutex<()>,
+    list_node: *mut Version,
+}
+
+// SAFETY (model): versions are immutable once published apart from their atomics, and freed only
+// after every thread has been joined.
+unsafe impl Send for Group {}
+unsafe impl Sync for Group {}
+
+impl Group {
+    fn new() -> Group {
+        Group {
+            insert_lock: Mutex::new(()),
+            list_node: Box::into_raw(Box::new(Version {
+                seq: 1,
+                value: loom::cell::UnsafeCell::new(value_of(1)),
+                versions: AtomicPtr::new(ptr::null_mut()),
+            })),
+        }
+    }
+
+    /// `chain_into`: places a version by its sequence number (newest first).
+    fn chain_into(&self, seq: u64) {
+        let _g = self.insert_lock.lock().unwrap();
+        let node = Box::into_raw(Box::new(Version {
+            seq,
+            value: loom::cell::UnsafeCell::new(0),
+            versions: AtomicPtr::new(ptr::null_mut()),
+        }));
+        // SAFETY (model): every pointer walked is a published version, alive until `free`; the
+        // new one is private until the Release store.
+        unsafe {
+            let mut link = &(*self.list_node).versions;
+            let mut older = link.load(Ordering::Relaxed);
+            while !older.is_null() && (*older).seq > seq {
+                link = &(*older).versions;
+                older = link.load(Ordering::Relaxed);
+            }
+            (*node).value.with_mut(|v| *v = value_of(seq));
+            (*node).versions.store(older, Ordering::Relaxed);
+            link.store(node, Ordering::Release);
+        }
+    }
+
+    /// The iteration order of the group: the chain newest first, then the list node; each
+    /// element's value read as a reader reads it.
+    fn walk(&self) -> Vec<(u64, u64)> {
+        let mut seen = Vec::new();
+        // SAFETY (model): Acquire loads of published links yield published, complete versions.
+        unsafe {
+            let mut v = (*self.list_node).versions.load(Ordering::Acquire);
+            while !v.is_null() {
+                seen.push(((*v).seq, (*v).value.with(|x| *x)));
+                v = (*v).versions.load(Ordering::Acquire);
+            }
+            seen.push((1, (*self.list_node).value.with(|x| *x)));
+        }
+        seen
+    }
+
+    fn free(&self) {
+        // SAFETY (model): every thread has been joined; each version is freed once.
+        unsafe {
+            let mut v = (*self.list_node).versions.load(Ordering::Relaxed);
+            while !v.is_null() {
+                let next = (*v).versions.load(Ordering::Relaxed);
+                drop(Box::from_raw(v));
+                v = next;
+            }
+            drop(Box::from_raw(self.list_node));
+        }
+    }
+}
+
+/// Checks one walk: newest first, every value complete, only versions that were inserted.
+fn check_walk(seen: &[(u64, u64)]) {
+    assert!(
+        seen.windows(2).all(|w| w[0].0 > w[1].0),
+        "a reader saw the chain out of order: {seen:?}"
+    );
+    for &(seq, value) in seen {
+        assert_eq!(
+            value,
+            value_of(seq),
+            "a reader saw version {seq} incomplete"
+        );
+    }
+    assert_eq!(
+        seen.last().map(|s| s.0),
+        Some(1),
+        "the list node ends its group"
+    );
+}
+
+#[test]
+fn chain_versions_are_published_complete_and_in_order_to_lock_free_readers() {
+    loom::model(|| {
+        let group = Arc::new(Group::new());
+        let done = Arc::new(AtomicBool::new(false));
+        // Versions 4 and then 3 (a drain may deliver a key's versions out of order, so the
+        // second lands in the middle of the chain), then 5 at its front.
+        let writer = {
+            let (group, done) = (group.clone(), done.clone());
+            thread::spawn(move || {
+                group.chain_into(4);
+                group.chain_into(3);
+                group.chain_into(5);
+                done.store(true, Ordering::Release);
+            })
+        };
+        let reader = {
+            let (group, done) = (group.clone(), done.clone());
+            thread::spawn(move || {
+                let finished = done.load(Ordering::Acquire);
+                let seen = group.walk();
+                check_walk(&seen);
+                if finished {
+                    let seqs: Vec<u64> = seen.iter().map(|s| s.0).collect();
+                    assert_eq!(seqs, [5, 4, 3, 1], "a finished insert is always seen");
+                }
+            })
+        };
+        writer.join().unwrap();
+        reader.join().unwrap();
+        let seqs: Vec<u64> = group.walk().iter().map(|s| s.0).collect();
+        assert_eq!(seqs, [5, 4, 3, 1]);
+        group.free();
     });
 }
