@@ -1,6 +1,7 @@
 //! Crash tests: random writes, a simulated power loss at a random point, recovery.
 //!
-//! Every write acknowledged with `Durability::Sync` must survive, and the recovered state must be
+//! Writes mix `Durability::Sync`, `Buffered` and `Unflushed`. Every write acknowledged with
+//! `Durability::Sync` must survive, and the recovered state must be
 //! the state after some prefix of the attempted writes (nothing reordered, nothing half-applied).
 //! The power cut lands anywhere: in a WAL append, a flush, a compaction, a MANIFEST roll. Each seed
 //! is run twice: once dropping every unsynced byte, once keeping a random prefix of them (torn
@@ -104,8 +105,10 @@ fn run_seed(seed: u64, torn: bool, small_memtable: bool) {
             attempted.push(write);
             let durability = if sync {
                 Durability::Sync
-            } else {
+            } else if rng.below(2) == 0 {
                 Durability::Buffered
+            } else {
+                Durability::Unflushed
             };
             match db.write(batch, &WriteOptions { durability }) {
                 Ok(()) if sync => last_synced_ack = Some(i),
@@ -113,6 +116,10 @@ fn run_seed(seed: u64, torn: bool, small_memtable: bool) {
                 Err(_) => break,
             }
             if rng.below(200) == 0 && db.flush().is_err() {
+                break;
+            }
+            // Hands unflushed writes to the operating system, which a power cut may still take.
+            if rng.below(20) == 0 && db.flush_wal().is_err() {
                 break;
             }
             if rng.below(40) == 0 {
