@@ -11,9 +11,9 @@ use super::format::{self, Meta};
 use super::locks::StripeGuard;
 use super::Store;
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
+use rustc_hash::{FxBuildHasher, FxHashSet};
 use shale::{Error, ErrorKind, WriteBatch};
-use std::collections::HashSet;
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::hash::BuildHasher;
 use std::ops::Bound;
 
 enum KeyspaceGuard<'a> {
@@ -37,7 +37,7 @@ pub struct Txn<'a> {
     _stripes: Vec<StripeGuard<'a>>,
     batch: WriteBatch,
     // Hashes of the engine keys staged in `batch` (a collision only costs an early commit).
-    staged: HashSet<u64, BuildHasherDefault<DefaultHasher>>,
+    staged: FxHashSet<u64>,
     current: Option<Mark>,
     staged_since: Option<Mark>,
     failure: Option<(Mark, Error)>,
@@ -68,7 +68,7 @@ impl<'a> Txn<'a> {
             _keyspace: keyspace,
             _stripes: stripes,
             batch: WriteBatch::new(),
-            staged: HashSet::default(),
+            staged: FxHashSet::default(),
             current: None,
             staged_since: None,
             failure: None,
@@ -97,8 +97,9 @@ impl<'a> Txn<'a> {
         self.failure.take()
     }
 
+    /// A cheap hash: run for every staged key.
     fn key_hash(key: &[u8]) -> u64 {
-        BuildHasherDefault::<DefaultHasher>::default().hash_one(key)
+        FxBuildHasher.hash_one(key)
     }
 
     /// Stages a put.
