@@ -194,3 +194,50 @@ fn failing_reads_are_io_errors_not_panics() {
         assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
     }
 }
+
+#[test]
+fn a_failed_flush_wal_poisons_the_database_and_keeps_what_was_flushed() {
+    let fs = FaultFs::new(MemFs::new());
+    // A memtable large enough that no write below switches it (a switch flushes the WAL too).
+    let roomy = Options {
+        write_buffer_size: 1 << 20,
+        ..options(&fs)
+    };
+    let db = Db::open(Path::new(DIR), roomy).unwrap();
+    let unflushed = WriteOptions {
+        durability: Durability::Unflushed,
+    };
+    let mut acked = BTreeMap::new();
+    for i in 0..20u32 {
+        let (key, value) = (
+            format!("key{i:02}").into_bytes(),
+            format!("v{i}").into_bytes(),
+        );
+        let mut b = WriteBatch::new();
+        b.put(&key, &value);
+        db.write(b, &unflushed).unwrap();
+        acked.insert(key, value);
+    }
+    db.flush_wal().unwrap();
+
+    fs.inject(
+        Fault::new(FaultOp::Flush)
+            .path_contains(".log")
+            .error(io::ErrorKind::StorageFull)
+            .always(),
+    );
+    let mut b = WriteBatch::new();
+    b.put(b"late", b"never flushed");
+    db.write(b, &unflushed)
+        .expect("an unflushed write does not touch the file");
+    let e = db.flush_wal().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Poisoned, "{e}");
+    assert_eq!(db.flush_wal().unwrap_err().kind(), ErrorKind::Poisoned);
+    assert_eq!(
+        db.put(b"more", b"data").unwrap_err().kind(),
+        ErrorKind::Poisoned
+    );
+    drop(db);
+    fs.clear_faults();
+    verify_reopen(&fs, &acked);
+}
