@@ -347,9 +347,11 @@ impl std::fmt::Debug for Db {
 }
 
 impl DbInner {
-    /// The key bits a new memtable's membuffer skips unless the options fix them.
+    /// The key bits a new memtable's membuffer skips: fixed by the options, or learned.
     pub(crate) fn membuffer_prefix(&self) -> u32 {
-        self.membuffer_prefix.load(Ordering::Relaxed)
+        self.options
+            .membuffer_prefix_bits
+            .unwrap_or_else(|| self.membuffer_prefix.load(Ordering::Relaxed))
     }
 
     /// Fails with `Closed` after close.

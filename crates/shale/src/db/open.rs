@@ -115,7 +115,10 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
 
     // Replay into L0 SSTs. The inner struct is built first so flush helpers can be reused.
     let membuffer_prefix = store_prefix_bits(&versions);
-    let mem = memtable::new_memtable(&options, membuffer_prefix);
+    let mem = memtable::new_memtable(
+        &options,
+        options.membuffer_prefix_bits.unwrap_or(membuffer_prefix),
+    );
     let wal_number = versions.new_file_number();
     let wal_path = filename::wal(dir, wal_number);
     let wal_file = fs

@@ -246,13 +246,8 @@ pub(crate) fn stats(inner: &DbInner) -> Stats {
                 .map(|m| m.mem.approximate_bytes())
                 .sum::<usize>()) as u64;
         s.sealed_memtables = state.sealed.len() as u64;
-        s.membuffer_prefix_bits =
-            (inner.options.memtable == crate::MemtableKind::FloDb).then(|| {
-                inner
-                    .options
-                    .membuffer_prefix_bits
-                    .unwrap_or(inner.membuffer_prefix())
-            });
+        s.membuffer_prefix_bits = (inner.options.memtable == crate::MemtableKind::FloDb)
+            .then(|| inner.membuffer_prefix());
         s.pending_compaction_bytes = picker::pending_compaction_bytes(&v, &inner.options);
         s.live_data_bytes = v
             .levels

@@ -76,13 +76,10 @@ pub(crate) fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
-/// A new, empty memtable of the kind `options` asks for. A FloDB membuffer skips
-/// `options.membuffer_prefix_bits` leading key bits before it takes the bucket index, or, when
-/// the options leave them to be learned, `learned_prefix_bits`.
-pub(crate) fn new_memtable(
-    options: &crate::Options,
-    learned_prefix_bits: u32,
-) -> Arc<dyn Memtable> {
+/// A new, empty memtable of the kind `options` asks for. A FloDB membuffer skips `prefix_bits`
+/// leading key bits before it takes the bucket index (fixed by the options or learned: see
+/// `DbInner::membuffer_prefix`).
+pub(crate) fn new_memtable(options: &crate::Options, prefix_bits: u32) -> Arc<dyn Memtable> {
     match options.memtable {
         crate::MemtableKind::SkipList => Arc::new(SkipListMemtable::with_expected_bytes(
             options.write_buffer_size,
@@ -93,7 +90,7 @@ pub(crate) fn new_memtable(
                     .membuffer_size
                     .min(options.write_buffer_size / 8)
                     .max(64),
-                prefix_bits: options.membuffer_prefix_bits.unwrap_or(learned_prefix_bits),
+                prefix_bits,
                 drain_threads: options.drain_threads,
             },
             options.write_buffer_size,
