@@ -10,7 +10,7 @@
 //! replies, so a second protocol front end (Mega-KV's binary protocol) can drive the same store
 //! through its own executor beside this one.
 
-use crate::commands::{self, CmdError, Ctx, COMMANDS, EXCLUSIVE, NO_AUTH, WRITE};
+use crate::commands::{self, CmdError, Ctx, COMMANDS, EXCLUSIVE, NO_AUTH, READONLY, WRITE};
 use crate::config::MAX_KEY_LEN;
 use crate::metrics::add;
 use crate::session::{After, Session};
@@ -88,6 +88,9 @@ fn run_segment(
         }
         store.txn(&stripes)
     };
+    if session.authenticated {
+        read_ahead(&mut txn, requests, resolved);
+    }
     let limit = shared.config.client_output_buffer_limit;
     let mut ran = 0;
     for (i, (request, command)) in requests.iter().zip(resolved).enumerate() {
@@ -123,6 +126,29 @@ fn run_segment(
             Ok(n) => add(&shared.metrics.expired_keys, n as u64),
             Err(e) => tracing::warn!(error = %e, "deleting expired keys failed"),
         }
+    }
+}
+
+/// Below this many keys named by read commands a batch reads them one by one: a lone lookup has
+/// no other lookup to overlap.
+const MIN_READ_AHEAD_KEYS: usize = 2;
+
+/// Reads ahead the meta records of the keys that the batch's read-only commands name (see
+/// [`Txn::read_ahead_meta`]).
+fn read_ahead(txn: &mut Txn<'_>, requests: &[Request], resolved: &[Option<usize>]) {
+    let keys = || {
+        requests
+            .iter()
+            .zip(resolved)
+            .filter_map(|(r, c)| {
+                let c = &COMMANDS[(*c)?];
+                (c.has(READONLY) && c.arity_ok(r.argv().len())).then(|| c.keys(r.argv()))
+            })
+            .flatten()
+            .filter(|k| k.len() <= MAX_KEY_LEN)
+    };
+    if keys().nth(MIN_READ_AHEAD_KEYS - 1).is_some() {
+        txn.read_ahead_meta(keys().map(|k| &k[..]));
     }
 }
 

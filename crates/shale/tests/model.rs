@@ -23,6 +23,7 @@ enum Op {
     Delete(Vec<u8>),
     Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
     Get(Vec<u8>),
+    MultiGet(Vec<Vec<u8>>),
     Scan {
         lo: Option<Vec<u8>>,
         hi: Option<Vec<u8>>,
@@ -33,6 +34,10 @@ enum Op {
     ReadSnapshot {
         which: usize,
         key: Vec<u8>,
+    },
+    MultiGetSnapshot {
+        which: usize,
+        keys: Vec<Vec<u8>>,
     },
     ScanSnapshot {
         which: usize,
@@ -68,10 +73,13 @@ fn op() -> impl Strategy<Value = Op> {
         8 => key().prop_map(Op::Delete),
         5 => proptest::collection::vec((key(), proptest::option::of(value())), 1..8).prop_map(Op::Batch),
         15 => key().prop_map(Op::Get),
+        4 => proptest::collection::vec(key(), 0..20).prop_map(Op::MultiGet),
         5 => (proptest::option::of(key()), proptest::option::of(key()), any::<bool>(), 1usize..40)
             .prop_map(|(lo, hi, reverse, limit)| Op::Scan { lo, hi, reverse, limit }),
         2 => Just(Op::TakeSnapshot),
         3 => (any::<usize>(), key()).prop_map(|(which, key)| Op::ReadSnapshot { which, key }),
+        1 => (any::<usize>(), proptest::collection::vec(key(), 1..12))
+            .prop_map(|(which, keys)| Op::MultiGetSnapshot { which, keys }),
         1 => any::<usize>().prop_map(|which| Op::ScanSnapshot { which }),
         1 => any::<usize>().prop_map(Op::ReleaseSnapshot),
         2 => Just(Op::Flush),
@@ -277,6 +285,11 @@ fn run(ops: &[Op], options: &Options) {
                 model.get(k).cloned(),
                 "step {step}: get {k:?}"
             ),
+            Op::MultiGet(keys) => {
+                let got: Vec<_> = d.multi_get(keys).into_iter().map(|r| r.unwrap()).collect();
+                let want: Vec<_> = keys.iter().map(|k| model.get(k).cloned()).collect();
+                assert_eq!(got, want, "step {step}: multi_get {keys:?}");
+            }
             Op::Scan {
                 lo,
                 hi,
@@ -299,6 +312,12 @@ fn run(ops: &[Op], options: &Options) {
                     "step {step}: snapshot get {key:?}"
                 );
             }
+            Op::MultiGetSnapshot { which, keys } if !snapshots.is_empty() => {
+                let (snap, frozen) = &snapshots[which % snapshots.len()];
+                let got: Vec<_> = snap.multi_get(keys).into_iter().map(|r| r.unwrap()).collect();
+                let want: Vec<_> = keys.iter().map(|k| frozen.get(k).cloned()).collect();
+                assert_eq!(got, want, "step {step}: snapshot multi_get {keys:?}");
+            }
             Op::ScanSnapshot { which } if !snapshots.is_empty() => {
                 let (snap, frozen) = &snapshots[which % snapshots.len()];
                 let got: Vec<_> = snap.iter().map(|r| r.unwrap()).collect();
@@ -309,7 +328,10 @@ fn run(ops: &[Op], options: &Options) {
                 let i = which % snapshots.len();
                 snapshots.remove(i);
             }
-            Op::ReadSnapshot { .. } | Op::ScanSnapshot { .. } | Op::ReleaseSnapshot(_) => {}
+            Op::ReadSnapshot { .. }
+            | Op::MultiGetSnapshot { .. }
+            | Op::ScanSnapshot { .. }
+            | Op::ReleaseSnapshot(_) => {}
             Op::Flush => d.flush().unwrap(),
             Op::Compact { lo, hi } => d.compact_range(bounds(lo, hi)).unwrap(),
             Op::CollectGarbage => d.collect_garbage().unwrap(),

@@ -11,7 +11,7 @@ use super::format::{self, Meta};
 use super::locks::StripeGuard;
 use super::Store;
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
-use rustc_hash::{FxBuildHasher, FxHashSet};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use shale::{Error, ErrorKind, WriteBatch};
 use std::hash::BuildHasher;
 use std::ops::Bound;
@@ -38,6 +38,9 @@ pub struct Txn<'a> {
     batch: WriteBatch,
     // Hashes of the engine keys staged in `batch` (a collision only costs an early commit).
     staged: FxHashSet<u64>,
+    // Engine values read ahead for the batch's read commands (see [`Txn::read_ahead_meta`]).
+    // INVARIANT: empty after any commit, so an entry never predates a write of this batch.
+    read_ahead: FxHashMap<Vec<u8>, Option<Vec<u8>>>,
     current: Option<Mark>,
     staged_since: Option<Mark>,
     failure: Option<(Mark, Error)>,
@@ -69,6 +72,7 @@ impl<'a> Txn<'a> {
             _stripes: stripes,
             batch: WriteBatch::new(),
             staged: FxHashSet::default(),
+            read_ahead: FxHashMap::default(),
             current: None,
             staged_since: None,
             failure: None,
@@ -134,12 +138,29 @@ impl<'a> Txn<'a> {
         }
         let batch = std::mem::take(&mut self.batch);
         self.staged.clear();
+        self.read_ahead.clear();
         let since = self.staged_since.take();
         let result = self.store.commit(batch);
         if let (Err(e), Some(mark)) = (&result, since) {
             self.failure = Some((mark, e.clone()));
         }
         result
+    }
+
+    /// Reads the meta records of `keys` with one engine `multi_get`, whose lookups overlap
+    /// their cache misses, for the batch's commands to find. A read of one is then as good as a
+    /// read at the command's turn: every command of the batch had arrived before it, and a write
+    /// of this batch is seen (a commit drops what was read ahead).
+    pub fn read_ahead_meta<'k>(&mut self, keys: impl Iterator<Item = &'k [u8]>) {
+        let keys: Vec<Vec<u8>> = keys.map(format::meta_key).collect();
+        let values = self.store.db().multi_get(&keys);
+        self.read_ahead.reserve(keys.len());
+        for (key, value) in keys.into_iter().zip(values) {
+            // A failed read is left for the command to repeat and report.
+            if let Ok(value) = value {
+                self.read_ahead.insert(key, value);
+            }
+        }
     }
 
     /// The engine value of `key`, seeing this batch's staged writes.
@@ -149,6 +170,11 @@ impl<'a> Txn<'a> {
     pub fn get(&mut self, key: &[u8]) -> shale::Result<Option<Vec<u8>>> {
         if !self.staged.is_empty() && self.staged.contains(&Self::key_hash(key)) {
             self.commit()?;
+        }
+        if !self.read_ahead.is_empty() {
+            if let Some(value) = self.read_ahead.remove(key) {
+                return Ok(value);
+            }
         }
         self.store.db().get(key)
     }

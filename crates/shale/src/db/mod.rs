@@ -219,6 +219,18 @@ impl Db {
         read::get(&self.inner, key.as_ref(), seq)
     }
 
+    /// The values of `keys`, as [`Db::get`] gives each, read at one sequence number (like
+    /// RocksDB's `MultiGet`). Faster than one `get` per key for a batch of keys that are not in
+    /// the processor's cache: the lookups of the batch overlap their memory accesses.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
+        if let Err(e) = self.inner.check_open() {
+            return keys.iter().map(|_| Err(e.clone())).collect();
+        }
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        read::multi_get(&self.inner, &keys, seq)
+    }
+
     /// Entries with keys in `range`, in key order; double-ended.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
         let (lo, hi) = owned_bounds(&range);

@@ -58,6 +58,15 @@ impl Snapshot {
         read::get(&self.handle.db, key.as_ref(), self.handle.seq)
     }
 
+    /// The values of `keys` as of the snapshot: [`Snapshot::get`] for each (see [`Db::multi_get`]).
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
+        if let Err(e) = self.handle.db.check_open() {
+            return keys.iter().map(|_| Err(e.clone())).collect();
+        }
+        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        read::multi_get(&self.handle.db, &keys, self.handle.seq)
+    }
+
     /// Entries with keys in `range` as of the snapshot; double-ended.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
         let (lo, hi) = owned_bounds(&range);

@@ -545,6 +545,12 @@ impl Memtable for FloDbMemtable {
         })
     }
 
+    fn prefetch(&self, user_key: &[u8]) {
+        let shared = &*self.shared;
+        super::prefetch(&shared.buckets[shared.bucket_index(user_key)]);
+        shared.skiplist.prefetch_lookup(point_index::hash(user_key));
+    }
+
     fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
         self.shared.drain_all();
         self.shared.skiplist.clone().iter()

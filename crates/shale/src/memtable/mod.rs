@@ -44,6 +44,11 @@ pub trait Memtable: Send + Sync {
     fn insert(&self, user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]);
     /// The newest entry for `user_key` with sequence number `<= snapshot`, or `None`.
     fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<MemtableGet>;
+    /// Starts loading the memory a [`Memtable::get`] of `user_key` reads first, so that a batch
+    /// of lookups overlaps those cache misses. Only a hint.
+    fn prefetch(&self, user_key: &[u8]) {
+        let _ = user_key;
+    }
     /// A cursor over all entries in internal-key order.
     fn iter(self: Arc<Self>) -> Box<dyn InternalIterator>;
     /// Bytes of memory the entries take, for sealing and accounting.

@@ -1024,6 +1024,10 @@ impl Memtable for SkipListMemtable {
         self.get_hashed(user_key, point_index::hash(user_key), snapshot)
     }
 
+    fn prefetch(&self, user_key: &[u8]) {
+        self.prefetch_lookup(point_index::hash(user_key));
+    }
+
     fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
         Box::new(SkipListIter {
             current: ptr::null_mut(),

@@ -111,6 +111,17 @@ impl Filter {
         true
     }
 
+    /// Starts loading the line a probe for [`filter_hash`] `hash` reads (it may straddle two cache
+    /// lines). Only a hint.
+    #[inline]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        let start = line_of(hash, self.num_lines) * LINE_BYTES;
+        if let Some(line) = self.data.get(start..start + LINE_BYTES) {
+            crate::memtable::prefetch(line.as_ptr());
+            crate::memtable::prefetch(line[LINE_BYTES - 1..].as_ptr());
+        }
+    }
+
     /// The false-positive rate this filter's shape predicts for `num_keys` keys (used by tests).
     #[cfg(test)]
     pub(crate) fn expected_fp_rate(num_keys: usize, bits_per_key: u32) -> f64 {

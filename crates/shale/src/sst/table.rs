@@ -18,7 +18,7 @@
 
 use super::block::{Block, BlockIter};
 use super::fence::{Fence, Position};
-use super::filter::Filter;
+use super::filter::{filter_hash, Filter};
 use super::format::{
     decode_stored_block, BlockHandle, Footer, BLOCK_TRAILER_LEN, BLOCK_UNCOMPRESSED, FOOTER_LEN,
 };
@@ -410,13 +410,32 @@ impl Table {
     /// # Errors
     /// `Io` when a read fails; `Corruption` naming the file and offset.
     pub(crate) fn get(&self, target: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let ukey = user_key(target);
+        match self.locate(target)? {
+            Some(probe) => self.get_located(target, probe),
+            None => Ok(None),
+        }
+    }
+
+    /// Starts loading the bloom filter line of `user_key`, so that a batch of lookups overlaps
+    /// those cache misses (see [`Table::locate`]). Only a hint.
+    pub(crate) fn prefetch_filter(&self, user_key: &[u8]) {
         if let Some(filter) = &self.filter {
-            if !filter.may_contain(ukey) {
+            filter.prefetch(filter_hash(user_key));
+        }
+    }
+
+    /// The first phase of [`Table::get`]: the bloom filter and the index. `None` when the table
+    /// certainly holds no entry `>= target` with its user key.
+    ///
+    /// # Errors
+    /// `Corruption` naming the file and offset of a damaged index.
+    pub(crate) fn locate(&self, target: &[u8]) -> Result<Option<Probe>> {
+        if let Some(filter) = &self.filter {
+            if !filter.may_contain(user_key(target)) {
                 return Ok(None);
             }
         }
-        let (handle, at, buffer) = if let Some(fence) = &self.fence {
+        if let Some(fence) = &self.fence {
             let Some(i) = self.index_position(fence, target)? else {
                 return Ok(None);
             };
@@ -426,20 +445,50 @@ impl Table {
                 .map_err(|e| corrupt_in_block(&self.path, self.index_handle.offset, e))?;
             let handle = BlockHandle::decode_exact(value)
                 .map_err(|w| Error::corruption(&self.path, self.index_handle.offset, w))?;
-            (handle, Some(i), Vec::with_capacity(target.len() + 16))
-        } else {
-            let mut index = BlockIter::new(&*self.index);
-            index.seek(target);
-            if let Some(e) = index.corruption() {
-                return Err(corrupt_in_block(&self.path, self.index_handle.offset, e));
-            }
-            if !index.valid() {
-                return Ok(None);
-            }
-            let handle = BlockHandle::decode_exact(index.value())
-                .map_err(|w| Error::corruption(&self.path, self.index_handle.offset, w))?;
-            (handle, None, index.into_buffer())
+            return Ok(Some(Probe { handle, at: Some(i) }));
+        }
+        let mut index = BlockIter::new(&*self.index);
+        index.seek(target);
+        if let Some(e) = index.corruption() {
+            return Err(corrupt_in_block(&self.path, self.index_handle.offset, e));
+        }
+        if !index.valid() {
+            return Ok(None);
+        }
+        let handle = BlockHandle::decode_exact(index.value())
+            .map_err(|w| Error::corruption(&self.path, self.index_handle.offset, w))?;
+        Ok(Some(Probe { handle, at: None }))
+    }
+
+    /// Starts loading the first and the last cache line of the data block `probe` names when the
+    /// table is memory-mapped: the search reads the restart array at its end and the first entry
+    /// at its start. Only a hint.
+    pub(crate) fn prefetch_block(&self, probe: &Probe) {
+        let Some(map) = &self.map else { return };
+        let (Ok(start), Ok(size)) = (
+            usize::try_from(probe.handle.offset),
+            usize::try_from(probe.handle.size),
+        ) else {
+            return;
         };
+        // `get` bounds-checks; a hint needs only to stay inside the map.
+        if let Some(kind_at) = start.checked_add(size).filter(|&k| k < map.len()) {
+            crate::memtable::prefetch(map[start..].as_ptr());
+            crate::memtable::prefetch(map[kind_at..].as_ptr());
+        }
+    }
+
+    /// The second phase of [`Table::get`]: the search of the data block that [`Table::locate`]
+    /// found for `target`.
+    ///
+    /// # Errors
+    /// `Io` when a read fails; `Corruption` naming the file and offset.
+    pub(crate) fn get_located(
+        &self,
+        target: &[u8],
+        probe: Probe,
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let Probe { handle, at } = probe;
         let mapped = self.mapped_block(handle, at)?;
         let cached;
         let block: &Block = match &mapped {
@@ -450,12 +499,12 @@ impl Table {
             }
         };
         // The key buffer travels to the data cursor and then to the result.
-        let mut it = BlockIter::with_buffer(block, buffer);
+        let mut it = BlockIter::with_buffer(block, Vec::with_capacity(target.len() + 16));
         it.seek(target);
         if let Some(e) = it.corruption() {
             return Err(corrupt_in_block(&self.path, handle.offset, e));
         }
-        if it.valid() && user_key(it.key()) == ukey {
+        if it.valid() && user_key(it.key()) == user_key(target) {
             let value = it.value().to_vec();
             return Ok(Some((it.into_buffer(), value)));
         }
@@ -486,6 +535,14 @@ impl Table {
     pub(crate) fn number(&self) -> u64 {
         self.number
     }
+}
+
+/// The data block a point lookup searches, found by [`Table::locate`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Probe {
+    handle: BlockHandle,
+    /// The block's position in the index, when the index has a fence.
+    at: Option<usize>,
 }
 
 /// A cursor over a whole table, both directions: an index cursor picks the data block, a data
