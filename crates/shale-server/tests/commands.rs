@@ -369,6 +369,65 @@ fn pipelined_replies_keep_request_order() {
     }
 }
 
+/// A batch reads the keys of its read commands ahead with one engine `multi_get`; every read must
+/// still see the writes of the commands before it in the batch.
+#[test]
+fn pipelined_reads_see_the_writes_before_them_in_the_batch() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    for i in 0..20 {
+        let _: () = q(&mut c, &["SET", &format!("r{i}"), "old"]);
+    }
+    let _: () = q(&mut c, &["SET", "gone", "soon", "PX", "1"]);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let mut p = redis::pipe();
+    for i in 0..20 {
+        let k = format!("r{i}");
+        match i % 4 {
+            0 => p
+                .cmd("GET")
+                .arg(&k)
+                .cmd("SET")
+                .arg(&k)
+                .arg("new")
+                .ignore()
+                .cmd("GET")
+                .arg(&k),
+            1 => p.cmd("SET").arg(&k).arg("new").ignore().cmd("GET").arg(&k),
+            2 => p
+                .cmd("DEL")
+                .arg(&k)
+                .ignore()
+                .cmd("GET")
+                .arg(&k)
+                .cmd("EXISTS")
+                .arg(&k),
+            _ => p
+                .cmd("APPEND")
+                .arg(&k)
+                .arg("+")
+                .ignore()
+                .cmd("MGET")
+                .arg(&k)
+                .arg("nope"),
+        };
+    }
+    p.cmd("GET").arg("gone").cmd("EXISTS").arg("gone");
+    let replies: Vec<Value> = p.query(&mut c).unwrap();
+    let bulk = |v: &str| Value::BulkString(v.as_bytes().to_vec());
+    let mut want = Vec::new();
+    for i in 0..20 {
+        match i % 4 {
+            0 => want.extend([bulk("old"), bulk("new")]),
+            1 => want.push(bulk("new")),
+            2 => want.extend([Value::Nil, Value::Int(0)]),
+            _ => want.push(Value::Array(vec![bulk("old+"), Value::Nil])),
+        }
+    }
+    want.extend([Value::Nil, Value::Int(0)]);
+    assert_eq!(replies, want);
+}
+
 #[test]
 fn read_modify_write_commands_are_atomic_across_connections() {
     let s = Server::start(&[]);

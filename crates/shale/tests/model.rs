@@ -314,7 +314,11 @@ fn run(ops: &[Op], options: &Options) {
             }
             Op::MultiGetSnapshot { which, keys } if !snapshots.is_empty() => {
                 let (snap, frozen) = &snapshots[which % snapshots.len()];
-                let got: Vec<_> = snap.multi_get(keys).into_iter().map(|r| r.unwrap()).collect();
+                let got: Vec<_> = snap
+                    .multi_get(keys)
+                    .into_iter()
+                    .map(|r| r.unwrap())
+                    .collect();
                 let want: Vec<_> = keys.iter().map(|k| frozen.get(k).cloned()).collect();
                 assert_eq!(got, want, "step {step}: snapshot multi_get {keys:?}");
             }

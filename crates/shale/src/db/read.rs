@@ -77,7 +77,11 @@ type Decided = Option<Result<Option<(ValueKind, Vec<u8>)>>>;
 /// what every undecided key reads first in it, then searches for them one by one, so the cache
 /// misses of the batch overlap instead of following each other; the super version and each table
 /// are fetched once for the batch.
-pub(crate) fn multi_get(inner: &DbInner, keys: &[&[u8]], seq: SeqNo) -> Vec<Result<Option<Vec<u8>>>> {
+pub(crate) fn multi_get(
+    inner: &DbInner,
+    keys: &[&[u8]],
+    seq: SeqNo,
+) -> Vec<Result<Option<Vec<u8>>>> {
     let sv = inner.current_super_version();
     let mut decided: Vec<Decided> = vec![None; keys.len()];
     let mut pending: Vec<usize> = (0..keys.len()).collect();
@@ -104,9 +108,11 @@ pub(crate) fn multi_get(inner: &DbInner, keys: &[&[u8]], seq: SeqNo) -> Vec<Resu
         let mut here = Vec::with_capacity(pending.len());
         for f in &version.levels[0] {
             here.clear();
-            here.extend(pending.iter().copied().filter(|&i| {
-                user_key(&f.smallest) <= keys[i] && keys[i] <= user_key(&f.largest)
-            }));
+            here.extend(
+                pending.iter().copied().filter(|&i| {
+                    user_key(&f.smallest) <= keys[i] && keys[i] <= user_key(&f.largest)
+                }),
+            );
             tables_get(inner, f, &here, &targets, &mut decided);
             pending.retain(|&i| decided[i].is_none());
         }

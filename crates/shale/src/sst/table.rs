@@ -445,7 +445,10 @@ impl Table {
                 .map_err(|e| corrupt_in_block(&self.path, self.index_handle.offset, e))?;
             let handle = BlockHandle::decode_exact(value)
                 .map_err(|w| Error::corruption(&self.path, self.index_handle.offset, w))?;
-            return Ok(Some(Probe { handle, at: Some(i) }));
+            return Ok(Some(Probe {
+                handle,
+                at: Some(i),
+            }));
         }
         let mut index = BlockIter::new(&*self.index);
         index.seek(target);
