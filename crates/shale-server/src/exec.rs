@@ -93,6 +93,8 @@ fn run_segment(
     }
     let limit = shared.config.client_output_buffer_limit;
     let mut ran = 0;
+    // One clock reading per command: each command's latency runs from the previous reading.
+    let mut clock = Instant::now();
     for (i, (request, command)) in requests.iter().zip(resolved).enumerate() {
         if session.after != After::Continue {
             break;
@@ -102,7 +104,7 @@ fn run_segment(
             command: i,
         };
         txn.mark(mark);
-        run_one(shared, session, &mut txn, request, *command, out);
+        run_one(shared, session, &mut txn, request, *command, out, &mut clock);
         ran = i + 1;
         if let Some((failed, e)) = txn.take_failure() {
             replace_with_errors(session, out, failed, i + 1, &e);
@@ -167,6 +169,8 @@ fn replace_with_errors(
     }
 }
 
+/// Runs one command, appending its reply. `clock` is the previous clock reading: the command's
+/// latency runs from it, and it moves to the command's end.
 fn run_one<'a>(
     shared: &'a Shared,
     session: &mut Session,
@@ -174,6 +178,7 @@ fn run_one<'a>(
     request: &Request,
     command: Option<usize>,
     out: &mut BytesMut,
+    clock: &mut Instant,
 ) {
     let argv = request.argv();
     let Some(index) = command else {
@@ -189,7 +194,6 @@ fn run_one<'a>(
     } else if c.keys(argv).any(|k| k.len() > MAX_KEY_LEN) {
         Err(CmdError::msg(KEY_TOO_LONG))
     } else {
-        let started = Instant::now();
         let mut ctx = Ctx {
             txn,
             session,
@@ -197,9 +201,11 @@ fn run_one<'a>(
             out,
         };
         let r = (c.run)(&mut ctx, argv);
+        let now = Instant::now();
         shared.metrics.commands[index]
             .latency
-            .observe(started.elapsed());
+            .observe(now.saturating_duration_since(*clock));
+        *clock = now;
         r
     };
     let stats = &shared.metrics.commands[index];

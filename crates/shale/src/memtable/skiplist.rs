@@ -1102,8 +1102,17 @@ impl InternalIterator for SkipListIter {
     }
     fn next(&mut self) {
         if self.valid() {
-            // SAFETY: `current` is a published entry node (invariant).
-            self.current = unsafe { element_after(self.current) };
+            // SAFETY: `current` is a published entry node (invariant), and so is every node
+            // reached from it.
+            unsafe {
+                self.current = element_after(self.current);
+                // A scan (a flush, above all) reads the entries of scattered nodes in turn: start
+                // loading the next list node while the caller works on this one (a chain version's
+                // slot holds its tagged group pointer: as good a hint).
+                if !self.current.is_null() {
+                    prefetch(next(self.current, 0));
+                }
+            }
         }
     }
     fn prev(&mut self) {
