@@ -104,7 +104,9 @@ fn run_segment(
             command: i,
         };
         txn.mark(mark);
-        run_one(shared, session, &mut txn, request, *command, out, &mut clock);
+        run_one(
+            shared, session, &mut txn, request, *command, out, &mut clock,
+        );
         ran = i + 1;
         if let Some((failed, e)) = txn.take_failure() {
             replace_with_errors(session, out, failed, i + 1, &e);

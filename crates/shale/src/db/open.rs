@@ -121,9 +121,10 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
     );
     let wal_number = versions.new_file_number();
     let wal_path = filename::wal(dir, wal_number);
-    let wal_file = fs
+    let mut wal_file = fs
         .create(&wal_path)
         .ctx(|| format!("create {}", wal_path.display()))?;
+    wal_file.preallocate(crate::wal::PREALLOCATE_CHUNK);
     let last_seq = versions.last_seq();
     let blob_cache = BlobFileCache::new(dir.to_path_buf(), fs.clone(), options.max_open_files);
     let bg_cv = Arc::new(Condvar::new());

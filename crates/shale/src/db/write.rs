@@ -403,10 +403,11 @@ pub(crate) fn switch_memtable(
 ) -> Result<()> {
     let number = state.versions.new_file_number();
     let path = filename::wal(&inner.dir, number);
-    let file = inner
+    let mut file = inner
         .fs
         .create(&path)
         .map_err(|e| Error::io(e, format!("create {}", path.display())))?;
+    file.preallocate(crate::wal::PREALLOCATE_CHUNK);
     inner
         .fs
         .sync_dir(&inner.dir)

@@ -42,6 +42,14 @@ pub trait WritableFile: Send {
     fn sync_handle(&mut self) -> io::Result<Arc<dyn SyncHandle>>;
     /// Bytes appended so far, buffered or not.
     fn len(&self) -> u64;
+    /// Asks the file to keep zero-filled space ahead of its appends, `chunk` bytes at a time, so
+    /// that most fsyncs only flush data written over blocks the file already has, with no
+    /// file-size change for the file system to commit first. The file then ends in zeros: only
+    /// for logs, whose reader takes zeros at a record boundary as the end. A hint that a file
+    /// system may ignore (the default does).
+    fn preallocate(&mut self, chunk: u64) {
+        let _ = chunk;
+    }
     /// True when nothing has been appended.
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -18,6 +18,51 @@ struct RealWritable {
     file: Arc<File>,
     buf: Vec<u8>,
     len: u64,
+    /// Bytes handed to the operating system (written at the file's cursor).
+    written: u64,
+    /// Zero-fill ahead of the appends, in chunks of this many bytes; 0 when off (see
+    /// [`WritableFile::preallocate`]).
+    zero_chunk: u64,
+    // INVARIANT: when `zero_chunk > 0`, the bytes from `written` up to `zeroed_to` are zeros
+    // handed to the operating system.
+    zeroed_to: u64,
+}
+
+/// A source of zeros for [`RealWritable::zero_ahead`].
+static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+
+impl RealWritable {
+    /// Writes `data` at the file's cursor, zero-filling ahead of it first when asked to.
+    fn write_out(&mut self, data: &[u8]) -> io::Result<()> {
+        self.zero_ahead(data.len() as u64);
+        (&*self.file).write_all(data)?;
+        self.written += data.len() as u64;
+        Ok(())
+    }
+
+    /// Extends the zero-filled space past the next `n` bytes. A failure (a full disk) only ends
+    /// the zero-filling: the appends themselves go on as plain appends and report their own
+    /// errors.
+    fn zero_ahead(&mut self, n: u64) {
+        if self.zero_chunk == 0 {
+            return;
+        }
+        let end = self.written + n;
+        while self.zeroed_to < end {
+            let mut at = self.zeroed_to.max(self.written);
+            let stop = at + self.zero_chunk;
+            while at < stop {
+                let take = ZEROS.len().min((stop - at) as usize);
+                if let Err(e) = self.file.write_all_at(&ZEROS[..take], at) {
+                    tracing::warn!(error = %e, "zero-filling ahead of a log failed; appending plainly");
+                    self.zero_chunk = 0;
+                    return;
+                }
+                at += take as u64;
+            }
+            self.zeroed_to = stop;
+        }
+    }
 }
 
 impl WritableFile for RealWritable {
@@ -26,7 +71,7 @@ impl WritableFile for RealWritable {
             self.flush()?;
         }
         if data.len() >= WRITE_BUFFER_BYTES {
-            (&*self.file).write_all(data)?;
+            self.write_out(data)?;
         } else {
             self.buf.extend_from_slice(data);
         }
@@ -36,7 +81,9 @@ impl WritableFile for RealWritable {
 
     fn flush(&mut self) -> io::Result<()> {
         if !self.buf.is_empty() {
-            let result = (&*self.file).write_all(&self.buf);
+            let buf = std::mem::take(&mut self.buf);
+            let result = self.write_out(&buf);
+            self.buf = buf;
             self.buf.clear();
             result?;
         }
@@ -55,6 +102,10 @@ impl WritableFile for RealWritable {
 
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn preallocate(&mut self, chunk: u64) {
+        self.zero_chunk = chunk;
     }
 }
 
@@ -162,6 +213,9 @@ impl Fs for RealFs {
             file: Arc::new(file),
             buf: Vec::with_capacity(WRITE_BUFFER_BYTES),
             len: 0,
+            written: 0,
+            zero_chunk: 0,
+            zeroed_to: 0,
         }))
     }
 

@@ -770,3 +770,44 @@ fn a_crash_clone_of_a_fault_fs_starts_without_rules_and_with_power() {
     assert_eq!(after.read_all(p("db/a")).unwrap(), b"x");
     after.create(p("db/b")).unwrap();
 }
+
+// ---- RealFs: zero-filling ahead of a log ----
+
+#[test]
+fn real_files_zero_fill_ahead_of_their_appends_in_whole_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let mut file = RealFs.create(&path).unwrap();
+    file.preallocate(4096);
+    let mut want = Vec::new();
+    for i in 0..300u32 {
+        // Records of varied sizes, some larger than the write buffer, crossing many chunks.
+        let chunk: Vec<u8> = (0..(i * 37 % 700 + 1) as usize)
+            .map(|j| (j as u8) | 1)
+            .collect();
+        file.append(&chunk).unwrap();
+        want.extend_from_slice(&chunk);
+        if i % 7 == 0 {
+            file.flush().unwrap();
+        }
+    }
+    file.append(&vec![7u8; 70 * 1024]).unwrap();
+    want.extend_from_slice(&[7u8; 70 * 1024]);
+    file.sync().unwrap();
+    assert_eq!(file.len(), want.len() as u64);
+    let data = RealFs.read_all(&path).unwrap();
+    assert_eq!(data.len() % 4096, 0, "the file ends on a chunk boundary");
+    assert!(data.len() > want.len(), "zeros lie ahead of the appends");
+    assert_eq!(&data[..want.len()], &want[..]);
+    assert!(data[want.len()..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn real_files_append_plainly_without_preallocate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plain");
+    let mut file = RealFs.create(&path).unwrap();
+    file.append(b"abc").unwrap();
+    file.sync().unwrap();
+    assert_eq!(RealFs.read_all(&path).unwrap(), b"abc");
+}

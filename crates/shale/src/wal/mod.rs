@@ -10,6 +10,11 @@
 //! reader is used by one thread during recovery.
 
 pub(crate) mod format;
+
+/// WAL files keep this much zero-filled space ahead of their appends
+/// ([`crate::fs::WritableFile::preallocate`]): an fsync then usually flushes only data written over
+/// blocks the file already has. The reader takes zeros at a record boundary as the end of a log.
+pub(crate) const PREALLOCATE_CHUNK: u64 = 1 << 20;
 mod reader;
 #[cfg(test)]
 mod tests;

@@ -76,6 +76,12 @@ impl LogReader {
                     &self.data[start + HEADER_LEN..self.pos],
                 )))
             }
+            Err(_) if self.data[start..].iter().all(|&b| b == 0) => {
+                // Zero-filled space the writer kept ahead of its appends
+                // (`WritableFile::preallocate`): the end of the log, not damage.
+                self.pos = self.data.len();
+                Ok(None)
+            }
             Err(damage) => {
                 if self.may_cut(start, damage) {
                     self.tail_cut = Some(TailCut {

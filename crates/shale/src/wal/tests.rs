@@ -86,6 +86,44 @@ fn zero_filled_torn_tail_is_cut_even_for_the_manifest() {
     assert!(cut.is_some());
 }
 
+/// A WAL keeps zero-filled space ahead of its appends (`WritableFile::preallocate`): zeros from a
+/// record boundary to the end are the end of the log, whatever their length, with no cut.
+#[test]
+fn zeros_after_the_last_record_end_the_log_cleanly() {
+    let recs = records();
+    for zeros in [1, HEADER_LEN - 1, HEADER_LEN, 4096, 1 << 20] {
+        let mut data = log_of(&recs);
+        data.resize(data.len() + zeros, 0);
+        for policy in [
+            TailPolicy::CutDamagedTail,
+            TailPolicy::CutTornTailOnly,
+            TailPolicy::PointInTime,
+        ] {
+            let (got, cut) = replay(data.clone(), policy).unwrap();
+            assert_eq!(got, recs, "{zeros} zeros, {policy:?}");
+            assert!(cut.is_none(), "{zeros} zeros, {policy:?}");
+        }
+    }
+    // Zeros alone: an empty log.
+    let (got, cut) = replay(vec![0; 100], TailPolicy::CutDamagedTail).unwrap();
+    assert!(got.is_empty() && cut.is_none());
+}
+
+/// Zeros followed by an intact record are not the end: the WAL's damage rules apply.
+#[test]
+fn zeros_before_an_intact_record_are_corruption() {
+    let recs = records();
+    let first = log_of(&recs[..1]);
+    let mut data = first.clone();
+    data.resize(first.len() + 64, 0);
+    data.extend_from_slice(&log_of(&recs[1..2]));
+    let err = replay(data.clone(), TailPolicy::CutDamagedTail).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corruption);
+    let (got, cut) = replay(data, TailPolicy::PointInTime).unwrap();
+    assert_eq!(got, recs[..1]);
+    assert_eq!(cut.unwrap().offset, first.len() as u64);
+}
+
 #[test]
 fn flipped_byte_before_the_last_record_is_corruption_naming_the_offset() {
     let recs = records();
