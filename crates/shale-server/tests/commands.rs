@@ -413,6 +413,11 @@ fn pipelined_reads_see_the_writes_before_them_in_the_batch() {
         };
     }
     p.cmd("GET").arg("gone").cmd("EXISTS").arg("gone");
+    // Many staged keys: a read finds its key among them through a set.
+    for i in 0..50 {
+        p.cmd("SET").arg(format!("many{i}")).arg(i).ignore();
+    }
+    p.cmd("GET").arg("many0").cmd("GET").arg("many49");
     let replies: Vec<Value> = p.query(&mut c).unwrap();
     let bulk = |v: &str| Value::BulkString(v.as_bytes().to_vec());
     let mut want = Vec::new();
@@ -424,7 +429,7 @@ fn pipelined_reads_see_the_writes_before_them_in_the_batch() {
             _ => want.push(Value::Array(vec![bulk("old+"), Value::Nil])),
         }
     }
-    want.extend([Value::Nil, Value::Int(0)]);
+    want.extend([Value::Nil, Value::Int(0), bulk("0"), bulk("49")]);
     assert_eq!(replies, want);
 }
 

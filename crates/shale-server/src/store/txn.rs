@@ -21,6 +21,10 @@ enum KeyspaceGuard<'a> {
     Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
 }
 
+/// A read looks for its key among at most this many staged keys by scanning them; past it, through
+/// a hash set. Most batches stage a few keys and never read one: they pay for no set.
+const STAGED_SCAN_MAX: usize = 32;
+
 /// Where the commands of the uncommitted writes started, for failure handling.
 #[derive(Debug, Clone, Copy)]
 pub struct Mark {
@@ -36,8 +40,12 @@ pub struct Txn<'a> {
     _keyspace: KeyspaceGuard<'a>,
     _stripes: Vec<StripeGuard<'a>>,
     batch: WriteBatch,
-    // Hashes of the engine keys staged in `batch` (a collision only costs an early commit).
-    staged: FxHashSet<u64>,
+    // Hashes of the engine keys staged in `batch`, in staging order (a collision only costs an
+    // early commit). A read scans them while there are few; past [`STAGED_SCAN_MAX`] it looks
+    // them up in `staged_set`, which then holds `staged[..staged_indexed]`.
+    staged: Vec<u64>,
+    staged_set: FxHashSet<u64>,
+    staged_indexed: usize,
     // Engine values read ahead for the batch's read commands (see [`Txn::read_ahead_meta`]).
     // INVARIANT: empty after any commit, so an entry never predates a write of this batch.
     read_ahead: FxHashMap<Vec<u8>, Option<Vec<u8>>>,
@@ -71,7 +79,9 @@ impl<'a> Txn<'a> {
             _keyspace: keyspace,
             _stripes: stripes,
             batch: WriteBatch::new(),
-            staged: FxHashSet::default(),
+            staged: Vec::new(),
+            staged_set: FxHashSet::default(),
+            staged_indexed: 0,
             read_ahead: FxHashMap::default(),
             current: None,
             staged_since: None,
@@ -122,10 +132,21 @@ impl<'a> Txn<'a> {
     }
 
     fn note_staged(&mut self, key: &[u8]) {
-        self.staged.insert(Self::key_hash(key));
+        self.staged.push(Self::key_hash(key));
         if self.staged_since.is_none() {
             self.staged_since = self.current;
         }
+    }
+
+    /// Whether a key with hash `hash` may have a staged write.
+    fn is_staged(&mut self, hash: u64) -> bool {
+        if self.staged.len() <= STAGED_SCAN_MAX {
+            return self.staged.contains(&hash);
+        }
+        self.staged_set
+            .extend(self.staged[self.staged_indexed..].iter().copied());
+        self.staged_indexed = self.staged.len();
+        self.staged_set.contains(&hash)
     }
 
     /// Commits the staged writes.
@@ -138,6 +159,8 @@ impl<'a> Txn<'a> {
         }
         let batch = std::mem::take(&mut self.batch);
         self.staged.clear();
+        self.staged_set.clear();
+        self.staged_indexed = 0;
         self.read_ahead.clear();
         let since = self.staged_since.take();
         let result = self.store.commit(batch);
@@ -168,7 +191,7 @@ impl<'a> Txn<'a> {
     /// # Errors
     /// The engine's error (or a failed commit of staged writes).
     pub fn get(&mut self, key: &[u8]) -> shale::Result<Option<Vec<u8>>> {
-        if !self.staged.is_empty() && self.staged.contains(&Self::key_hash(key)) {
+        if !self.staged.is_empty() && self.is_staged(Self::key_hash(key)) {
             self.commit()?;
         }
         if !self.read_ahead.is_empty() {
