@@ -5,20 +5,20 @@
 //! wastes nothing and does not strand the rest of the current chunk. Nothing is freed before the
 //! arena drops, so a pointer it returned stays valid, and never moves, for the arena's lifetime.
 //!
-//! Regular chunks are aligned to their size (2 MiB) and, on Linux, advised as transparent huge
-//! pages: a skiplist search is a chain of dependent loads at random addresses, and with 4 KiB pages
-//! nearly every one of them also misses the TLB. The advice is only a hint; where the kernel
-//! ignores it nothing changes but speed.
+//! Regular chunks are huge-page regions of their own ([`Pages`]): a skiplist search is a chain of
+//! dependent loads at random addresses, and with 4 KiB pages nearly every one of them also misses
+//! the TLB.
 //!
 //! Concurrency contract: allocating takes `&mut self` (the memtable calls it under its insert lock).
 //! The arena never reads or writes the memory it handed out, so other threads may read blocks
 //! through pointers obtained earlier while an allocation runs.
 
+use super::huge::{Pages, HUGE_PAGE};
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
 /// Size (and alignment) of a regular chunk: 2 MiB, one x86-64 huge page.
-pub(crate) const CHUNK_SIZE: usize = 2 << 20;
+pub(crate) const CHUNK_SIZE: usize = HUGE_PAGE;
 
 /// Alignment of every block: enough for the atomic pointers at the start of a node.
 pub(crate) const ALIGN: usize = 8;
@@ -26,8 +26,10 @@ pub(crate) const ALIGN: usize = 8;
 /// An append-only region of memory freed all at once.
 pub(crate) struct Arena {
     // INVARIANT: each pair is a live allocation made with `alloc::alloc(layout)`, freed only in
-    // `Drop`, and the blocks handed out lie inside these allocations.
+    // `Drop`; the blocks handed out lie inside these allocations and `regular`.
     chunks: Vec<(NonNull<u8>, Layout)>,
+    /// The regular chunks.
+    regular: Vec<Pages>,
     // INVARIANT: `cursor .. cursor + remaining` is the unused tail of the last regular chunk
     // (empty before the first one); `cursor` is ALIGN-aligned and `remaining` a multiple of ALIGN.
     cursor: *mut u8,
@@ -45,6 +47,7 @@ impl Arena {
     pub(crate) fn new() -> Arena {
         Arena {
             chunks: Vec::new(),
+            regular: Vec::new(),
             cursor: std::ptr::null_mut(),
             remaining: 0,
             used: 0,
@@ -65,8 +68,9 @@ impl Arena {
         if size > self.remaining {
             // The tail of the old chunk is lost for good: charge it.
             self.used += self.remaining;
-            self.cursor = self.new_chunk_aligned(CHUNK_SIZE, CHUNK_SIZE).as_ptr();
-            advise_huge_pages(self.cursor, CHUNK_SIZE);
+            let chunk = Pages::zeroed(CHUNK_SIZE);
+            self.cursor = chunk.as_ptr();
+            self.regular.push(chunk);
             self.remaining = CHUNK_SIZE;
         }
         let block = self.cursor;
@@ -85,11 +89,7 @@ impl Arena {
     }
 
     fn new_chunk(&mut self, size: usize) -> NonNull<u8> {
-        self.new_chunk_aligned(size, ALIGN)
-    }
-
-    fn new_chunk_aligned(&mut self, size: usize, align: usize) -> NonNull<u8> {
-        let layout = Layout::from_size_align(size, align).expect("arena chunk layout");
+        let layout = Layout::from_size_align(size, ALIGN).expect("arena chunk layout");
         // SAFETY: `layout` has a non-zero size (`alloc` rounds requests up to at least ALIGN).
         let ptr = unsafe { alloc::alloc(layout) };
         let Some(ptr) = NonNull::new(ptr) else {
@@ -99,23 +99,6 @@ impl Arena {
         ptr
     }
 }
-
-/// Asks the kernel to back the whole 4 KiB pages among the `len` bytes at `ptr` (an allocation
-/// the caller owns) with huge pages. Failure is harmless and ignored.
-#[cfg(target_os = "linux")]
-pub(crate) fn advise_huge_pages(ptr: *mut u8, len: usize) {
-    const PAGE: usize = 4096;
-    let start = (ptr as usize).next_multiple_of(PAGE);
-    let end = (ptr as usize + len) / PAGE * PAGE;
-    if end > start {
-        // SAFETY: madvise with MADV_HUGEPAGE only changes how the kernel backs the range, never
-        // its contents; the range lies inside a live allocation owned by the caller.
-        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn advise_huge_pages(_ptr: *mut u8, _len: usize) {}
 
 impl Drop for Arena {
     fn drop(&mut self) {

@@ -40,6 +40,7 @@
 //! before it was created. Drain threads hold only a [`Weak`] to the shared state, never block on a
 //! bucket lock (`try_lock`), and exit once the memtable is gone; dropping the memtable joins them.
 
+use super::huge::Slab;
 use super::point_index;
 use super::skiplist::{built_key, built_value, Node, Unlinked};
 use super::{Memtable, MemtableGet, SkipListMemtable};
@@ -99,7 +100,7 @@ const _: () = assert!(size_of::<Bucket>() == BUCKET_BYTES);
 
 /// What the memtable, its drain threads and nothing else share.
 struct Shared {
-    buckets: Box<[Bucket]>,
+    buckets: Slab<Bucket>,
     /// log2 of the bucket count (at most 64).
     bucket_bits: u32,
     prefix_bits: u32,
@@ -347,12 +348,12 @@ impl FloDbMemtable {
     pub fn with_expected_bytes(config: FloDbConfig, bytes: usize) -> FloDbMemtable {
         let wanted = (config.membuffer_bytes / BUCKET_BYTES).max(1);
         let bucket_bits = usize::BITS - 1 - wanted.leading_zeros();
-        let buckets: Box<[Bucket]> = (0..1usize << bucket_bits)
-            .map(|_| Bucket {
-                lock: Mutex::new(()),
-                slots: Default::default(),
-            })
-            .collect();
+        // A large membuffer is a huge-page region of its own: writers and readers hit random
+        // buckets, each otherwise a TLB miss too.
+        let buckets = Slab::new(1usize << bucket_bits, |_| Bucket {
+            lock: Mutex::new(()),
+            slots: Default::default(),
+        });
         let threads = config.drain_threads.min(buckets.len());
         let due_words = if threads == 0 {
             0

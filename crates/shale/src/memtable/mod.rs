@@ -13,6 +13,7 @@
 
 mod arena;
 mod flodb;
+mod huge;
 mod point_index;
 mod skiplist;
 #[cfg(test)]

@@ -24,6 +24,7 @@
 //! program asks for more). If one ever does not, the index switches itself off for good and
 //! lookups fall back to the skiplist search.
 
+use super::huge::Slab;
 use crate::key::SeqNo;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
@@ -40,8 +41,6 @@ const MAX_LOAD: (usize, usize) = (3, 4);
 
 const SLOT_BYTES: usize = std::mem::size_of::<AtomicU64>();
 
-/// Tables at least this large (one x86-64 huge page) are advised as transparent huge pages.
-const HUGE_PAGE_TABLE_BYTES: usize = 2 << 20;
 const POINTER_BITS: u32 = 48;
 const POINTER_MASK: u64 = (1 << POINTER_BITS) - 1;
 
@@ -58,30 +57,17 @@ fn tag_of(hash: u64) -> u64 {
 
 struct Table {
     // INVARIANT: the length is a power of two.
-    slots: Box<[AtomicU64]>,
+    slots: Slab<AtomicU64>,
 }
 
 impl Table {
-    /// A table of `len` empty slots, from zeroed memory: the pages are touched only as slots
-    /// fill, not all at once when a memtable starts.
+    /// A table of `len` empty slots. A large one is a huge-page region of its own ([`Slab`]): a
+    /// probe lands on a random slot, and with 4 KiB pages a large table misses the TLB on nearly
+    /// every one. Its zeroed pages are touched only as slots fill.
     fn new(len: usize) -> Box<Table> {
         debug_assert!(len.is_power_of_two());
-        let layout = std::alloc::Layout::array::<AtomicU64>(len).expect("index table layout");
-        // SAFETY: the layout has a non-zero size (len >= 1). All-zero bytes are a valid
-        // `AtomicU64` (0), and the block was allocated by the global allocator with exactly the
-        // layout a `Box<[AtomicU64]>` of `len` elements uses, so the box may own and free it.
-        let slots = unsafe {
-            let ptr = std::alloc::alloc_zeroed(layout) as *mut AtomicU64;
-            if ptr.is_null() {
-                std::alloc::handle_alloc_error(layout);
-            }
-            // A probe lands on a random slot: with 4 KiB pages a large table misses the TLB on
-            // nearly every one. (The zeroed pages are not touched yet, so the advice applies.)
-            if layout.size() >= HUGE_PAGE_TABLE_BYTES {
-                super::arena::advise_huge_pages(ptr as *mut u8, layout.size());
-            }
-            Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len))
-        };
+        // SAFETY: all-zero bytes are a valid `AtomicU64` (0, an empty slot).
+        let slots = unsafe { Slab::zeroed(len) };
         Box::new(Table { slots })
     }
 
