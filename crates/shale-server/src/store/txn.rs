@@ -11,7 +11,7 @@ use super::format::{self, Meta};
 use super::locks::StripeGuard;
 use super::Store;
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
-use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
+use rustc_hash::{FxBuildHasher, FxHashSet};
 use shale::{Error, ErrorKind, WriteBatch};
 use std::hash::BuildHasher;
 use std::ops::Bound;
@@ -20,6 +20,9 @@ enum KeyspaceGuard<'a> {
     Shared(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
     Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
 }
+
+/// How many read-ahead entries from the expected one a read looks through for its key.
+const READ_AHEAD_LOOK: usize = 4;
 
 /// A read looks for its key among at most this many staged keys by scanning them; past it, through
 /// a hash set. Most batches stage a few keys and never read one: they pay for no set.
@@ -46,9 +49,12 @@ pub struct Txn<'a> {
     staged: Vec<u64>,
     staged_set: FxHashSet<u64>,
     staged_indexed: usize,
-    // Engine values read ahead for the batch's read commands (see [`Txn::read_ahead_meta`]).
+    // Engine keys and values read ahead for the batch's read commands, in the order the
+    // commands read them (see [`Txn::read_ahead_meta`]); a value is `None` once taken or when its
+    // read failed. `read_ahead_next` is where the next command's read is looked for.
     // INVARIANT: empty after any commit, so an entry never predates a write of this batch.
-    read_ahead: FxHashMap<Vec<u8>, Option<Vec<u8>>>,
+    read_ahead: Vec<(Vec<u8>, Option<Option<Vec<u8>>>)>,
+    read_ahead_next: usize,
     current: Option<Mark>,
     staged_since: Option<Mark>,
     failure: Option<(Mark, Error)>,
@@ -82,7 +88,8 @@ impl<'a> Txn<'a> {
             staged: Vec::new(),
             staged_set: FxHashSet::default(),
             staged_indexed: 0,
-            read_ahead: FxHashMap::default(),
+            read_ahead: Vec::new(),
+            read_ahead_next: 0,
             current: None,
             staged_since: None,
             failure: None,
@@ -162,6 +169,7 @@ impl<'a> Txn<'a> {
         self.staged_set.clear();
         self.staged_indexed = 0;
         self.read_ahead.clear();
+        self.read_ahead_next = 0;
         let since = self.staged_since.take();
         let result = self.store.commit(batch);
         if let (Err(e), Some(mark)) = (&result, since) {
@@ -177,13 +185,20 @@ impl<'a> Txn<'a> {
     pub fn read_ahead_meta<'k>(&mut self, keys: impl Iterator<Item = &'k [u8]>) {
         let keys: Vec<Vec<u8>> = keys.map(format::meta_key).collect();
         let values = self.store.db().multi_get(&keys);
-        self.read_ahead.reserve(keys.len());
-        for (key, value) in keys.into_iter().zip(values) {
-            // A failed read is left for the command to repeat and report.
-            if let Ok(value) = value {
-                self.read_ahead.insert(key, value);
-            }
-        }
+        // A failed read is left for the command to repeat and report.
+        self.read_ahead
+            .extend(keys.into_iter().zip(values.into_iter().map(Result::ok)));
+    }
+
+    /// The value read ahead for engine key `key`, taken. Commands read in the order the keys were
+    /// read ahead, so the next entry usually holds it; a command that skipped its read (a wrong
+    /// type, a syntax error) leaves an entry behind, so a few entries further are looked at too.
+    fn take_read_ahead(&mut self, key: &[u8]) -> Option<Option<Vec<u8>>> {
+        let from = self.read_ahead_next;
+        let look = self.read_ahead.len().min(from + READ_AHEAD_LOOK);
+        let found = (from..look).find(|&i| self.read_ahead[i].0 == key)?;
+        self.read_ahead_next = found + 1;
+        self.read_ahead[found].1.take()
     }
 
     /// The engine value of `key`, seeing this batch's staged writes.
@@ -194,8 +209,8 @@ impl<'a> Txn<'a> {
         if !self.staged.is_empty() && self.is_staged(Self::key_hash(key)) {
             self.commit()?;
         }
-        if !self.read_ahead.is_empty() {
-            if let Some(value) = self.read_ahead.remove(key) {
+        if self.read_ahead_next < self.read_ahead.len() {
+            if let Some(value) = self.take_read_ahead(key) {
                 return Ok(value);
             }
         }

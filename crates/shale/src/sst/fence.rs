@@ -73,7 +73,7 @@ impl Fence {
             return Position::Unknown;
         }
         let t = value(user_key, self.prefix.len());
-        let lo = self.values.partition_point(|&v| v < t);
+        let lo = lower_bound(&self.values, t);
         let hi = lo + equal_run(&self.values[lo..], t);
         if lo == hi {
             Position::At(lo)
@@ -81,6 +81,33 @@ impl Fence {
             Position::Between(lo, hi)
         }
     }
+}
+
+/// The index of the first of `values` (sorted) not below `t`, or `values.len()`.
+///
+/// A binary search over a large array is a chain of dependent cache misses. This one has no
+/// branch on the comparison, and each step starts loading both elements the next step may read,
+/// so the next step's miss overlaps this one's.
+#[inline]
+fn lower_bound(values: &[u64], t: u64) -> usize {
+    if values.is_empty() {
+        return 0;
+    }
+    // INVARIANT: the answer lies in `base..=base + size` and every element before `base` is
+    // below `t`.
+    let mut base = 0;
+    let mut size = values.len();
+    while size > 1 {
+        let half = size / 2;
+        let next = (size - half) / 2;
+        crate::memtable::prefetch(&values[base + next]);
+        crate::memtable::prefetch(&values[base + half + next]);
+        if values[base + half] < t {
+            base += half;
+        }
+        size -= half;
+    }
+    base + usize::from(values[base] < t)
 }
 
 /// How many of `values`' first elements equal `t`, given that none is smaller. Runs of equal
@@ -106,6 +133,20 @@ fn equal_run(values: &[u64], t: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lower_bound_matches_partition_point() {
+        for len in 0..70usize {
+            let values: Vec<u64> = (0..len as u64).map(|i| i / 3 * 2).collect();
+            for t in 0..(len as u64 + 3) {
+                assert_eq!(
+                    lower_bound(&values, t),
+                    values.partition_point(|&v| v < t),
+                    "len {len} t {t}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn equal_runs_are_counted_exactly() {
