@@ -463,9 +463,9 @@ impl Table {
         Ok(Some(Probe { handle, at: None }))
     }
 
-    /// Starts loading the first and the last cache line of the data block `probe` names when the
-    /// table is memory-mapped: the search reads the restart array at its end and the first entry
-    /// at its start. Only a hint.
+    /// Starts loading the first, the middle and the last cache line of the data block `probe`
+    /// names when the table is memory-mapped: the search reads the restart array at its end,
+    /// then a restart entry near the middle, then scans from a restart point. Only a hint.
     pub(crate) fn prefetch_block(&self, probe: &Probe) {
         let Some(map) = &self.map else { return };
         let (Ok(start), Ok(size)) = (
@@ -477,6 +477,7 @@ impl Table {
         // `get` bounds-checks; a hint needs only to stay inside the map.
         if let Some(kind_at) = start.checked_add(size).filter(|&k| k < map.len()) {
             crate::memtable::prefetch(map[start..].as_ptr());
+            crate::memtable::prefetch(map[start + size / 2..].as_ptr());
             crate::memtable::prefetch(map[kind_at..].as_ptr());
         }
     }
