@@ -21,6 +21,9 @@ enum KeyspaceGuard<'a> {
     Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
 }
 
+/// An engine key read ahead, and its value (`None` once taken or when the read failed).
+type ReadAhead = (Vec<u8>, Option<Option<Vec<u8>>>);
+
 /// How many read-ahead entries from the expected one a read looks through for its key.
 const READ_AHEAD_LOOK: usize = 4;
 
@@ -53,7 +56,7 @@ pub struct Txn<'a> {
     // commands read them (see [`Txn::read_ahead_meta`]); a value is `None` once taken or when its
     // read failed. `read_ahead_next` is where the next command's read is looked for.
     // INVARIANT: empty after any commit, so an entry never predates a write of this batch.
-    read_ahead: Vec<(Vec<u8>, Option<Option<Vec<u8>>>)>,
+    read_ahead: Vec<ReadAhead>,
     read_ahead_next: usize,
     current: Option<Mark>,
     staged_since: Option<Mark>,
