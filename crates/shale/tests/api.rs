@@ -509,3 +509,61 @@ fn unflushed_writes_are_visible_at_once_and_reach_the_wal_at_flush_wal() {
     }
     db.close().unwrap();
 }
+
+/// `multi_get` answers as `get` does for every key, across the memtable, sealed memtables, L0 and
+/// deeper levels, deletions, absent keys, duplicates and batches larger than one lookup window.
+#[test]
+fn multi_get_answers_as_get_does_for_any_batch() {
+    let fs = MemFs::new();
+    let db = Db::open(
+        "/db",
+        Options {
+            write_buffer_size: 16 << 10,
+            ..mem_options(&fs)
+        },
+    )
+    .unwrap();
+    for round in 0..4u32 {
+        for i in (round..600).step_by(3) {
+            let mut b = WriteBatch::new();
+            if i % 7 == 0 {
+                b.delete(format!("k{i:04}"));
+            } else {
+                b.put(format!("k{i:04}"), format!("v{i}-{round}").repeat(3));
+            }
+            db.write(b, &WriteOptions::default()).unwrap();
+        }
+        if round == 1 {
+            db.flush().unwrap();
+            db.compact_range::<&[u8], _>(..).unwrap();
+        } else if round == 2 {
+            db.flush().unwrap();
+        }
+    }
+    let snap = db.snapshot();
+    db.put("k0001", "after the snapshot").unwrap();
+    // Present, deleted, absent and repeated keys, in no order, over several windows.
+    let keys: Vec<String> = (0..700u32)
+        .map(|i| format!("k{:04}", (i * 37) % 650))
+        .chain(["k0001".to_string(), "nope".to_string(), "k0001".to_string()])
+        .collect();
+    let got: Vec<_> = db
+        .multi_get(&keys)
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let want: Vec<_> = keys.iter().map(|k| db.get(k).unwrap()).collect();
+    assert_eq!(got, want);
+    assert!(want.iter().filter(|v| v.is_some()).count() > 300);
+    let got: Vec<_> = snap
+        .multi_get(&keys)
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let want: Vec<_> = keys.iter().map(|k| snap.get(k).unwrap()).collect();
+    assert_eq!(got, want);
+    let now = db.multi_get(&["k0001"]).remove(0).unwrap();
+    let then = snap.multi_get(&["k0001"]).remove(0).unwrap();
+    assert_eq!(now.as_deref(), Some(&b"after the snapshot"[..]));
+    assert_ne!(now, then, "the snapshot reads the past");
+}

@@ -83,6 +83,24 @@ pub(crate) fn multi_get(
     seq: SeqNo,
 ) -> Vec<Result<Option<Vec<u8>>>> {
     let sv = inner.current_super_version();
+    let mut values = Vec::with_capacity(keys.len());
+    for window in keys.chunks(MULTI_GET_WINDOW) {
+        values.extend(multi_get_window(inner, &sv, window, seq));
+    }
+    values
+}
+
+/// A [`multi_get`] looks up at most this many keys at once: what it loads ahead for more would be
+/// evicted from the processor's cache before it is read.
+const MULTI_GET_WINDOW: usize = 64;
+
+/// [`multi_get`] for at most [`MULTI_GET_WINDOW`] keys, in `sv`.
+fn multi_get_window(
+    inner: &DbInner,
+    sv: &SuperVersion,
+    keys: &[&[u8]],
+    seq: SeqNo,
+) -> Vec<Result<Option<Vec<u8>>>> {
     let mut decided: Vec<Decided> = vec![None; keys.len()];
     let mut pending: Vec<usize> = (0..keys.len()).collect();
     for mem in std::iter::once(&sv.mem).chain(sv.sealed.iter()) {
@@ -113,7 +131,7 @@ pub(crate) fn multi_get(
                     user_key(&f.smallest) <= keys[i] && keys[i] <= user_key(&f.largest)
                 }),
             );
-            tables_get(inner, f, &here, &targets, &mut decided);
+            table_multi_get(inner, f, &here, &targets, &mut decided);
             pending.retain(|&i| decided[i].is_none());
         }
         for level in 1..version.num_levels() {
@@ -129,7 +147,7 @@ pub(crate) fn multi_get(
             for group in by_file.chunk_by(|a, b| a.0.number == b.0.number) {
                 here.clear();
                 here.extend(group.iter().map(|&(_, i)| i));
-                tables_get(inner, group[0].0, &here, &targets, &mut decided);
+                table_multi_get(inner, group[0].0, &here, &targets, &mut decided);
             }
             pending.retain(|&i| decided[i].is_none());
         }
@@ -180,7 +198,7 @@ impl std::ops::Index<usize> for SeekKeys {
 /// the file decides (see [`table_get`]). The bloom filter lines of all of them are loaded first,
 /// then the data blocks of those the filter and the index let through, then the blocks are
 /// searched.
-fn tables_get(
+fn table_multi_get(
     inner: &DbInner,
     f: &FileMeta,
     here: &[usize],
