@@ -23,8 +23,8 @@ struct RealWritable {
     /// Zero-fill ahead of the appends, in chunks of this many bytes; 0 when off (see
     /// [`WritableFile::preallocate`]).
     zero_chunk: u64,
-    // INVARIANT: when `zero_chunk > 0`, the bytes from `written` up to `zeroed_to` are zeros
-    // handed to the operating system.
+    // INVARIANT: when `zero_chunk > 0`, the bytes from `written` up to `zeroed_to` (if any) are
+    // zeros handed to the operating system, and the file ends at `zeroed_to` or before.
     zeroed_to: u64,
 }
 
@@ -40,28 +40,26 @@ impl RealWritable {
         Ok(())
     }
 
-    /// Extends the zero-filled space past the next `n` bytes. A failure (a full disk) only ends
-    /// the zero-filling: the appends themselves go on as plain appends and report their own
-    /// errors.
+    /// Makes sure zeros lie past the next `n` bytes: when those bytes reach beyond the zeroed
+    /// space, zero-fills one chunk after them (the write itself covers the bytes before, so a
+    /// large write is not zeroed first). A failure (a full disk) only ends the zero-filling: the
+    /// appends go on as plain appends and report their own errors.
     fn zero_ahead(&mut self, n: u64) {
-        if self.zero_chunk == 0 {
+        let end = self.written + n;
+        if self.zero_chunk == 0 || self.zeroed_to >= end {
             return;
         }
-        let end = self.written + n;
-        while self.zeroed_to < end {
-            let mut at = self.zeroed_to.max(self.written);
-            let stop = at + self.zero_chunk;
-            while at < stop {
-                let take = ZEROS.len().min((stop - at) as usize);
-                if let Err(e) = self.file.write_all_at(&ZEROS[..take], at) {
-                    tracing::warn!(error = %e, "zero-filling ahead of a log failed; appending plainly");
-                    self.zero_chunk = 0;
-                    return;
-                }
-                at += take as u64;
+        let (mut at, stop) = (end, end + self.zero_chunk);
+        while at < stop {
+            let take = ZEROS.len().min((stop - at) as usize);
+            if let Err(e) = self.file.write_all_at(&ZEROS[..take], at) {
+                tracing::warn!(error = %e, "zero-filling ahead of a log failed; appending plainly");
+                self.zero_chunk = 0;
+                return;
             }
-            self.zeroed_to = stop;
+            at += take as u64;
         }
+        self.zeroed_to = stop;
     }
 }
 
