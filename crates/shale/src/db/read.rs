@@ -53,7 +53,7 @@ pub(crate) fn get_entry(
     let target = seek_key(key, seq);
     let version = &sv.version;
     for f in &version.levels[0] {
-        if user_key(&f.smallest) <= key && key <= user_key(&f.largest) {
+        if overlaps(f, Some(key), Some(key)) {
             if let Some(found) = table_get(inner, f, &target)? {
                 return Ok(found);
             }
@@ -127,9 +127,10 @@ fn multi_get_window(
         for f in &version.levels[0] {
             here.clear();
             here.extend(
-                pending.iter().copied().filter(|&i| {
-                    user_key(&f.smallest) <= keys[i] && keys[i] <= user_key(&f.largest)
-                }),
+                pending
+                    .iter()
+                    .copied()
+                    .filter(|&i| overlaps(f, Some(keys[i]), Some(keys[i]))),
             );
             table_multi_get(inner, f, &here, &targets, &mut decided);
             pending.retain(|&i| decided[i].is_none());
@@ -405,6 +406,7 @@ fn user_bound(b: &Bound<Vec<u8>>) -> Option<Vec<u8>> {
     }
 }
 
+/// Whether file `f`'s user-key range meets `[lo, hi]` (unbounded where `None`).
 fn overlaps(f: &FileMeta, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
     lo.is_none_or(|lo| user_key(&f.largest) >= lo)
         && hi.is_none_or(|hi| user_key(&f.smallest) <= hi)
