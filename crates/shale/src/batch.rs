@@ -10,6 +10,12 @@
 //!
 //! Entry `i` gets sequence number `seqno + i`.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind};
 use crate::varint::{put_length_prefixed, Reader};
@@ -67,7 +73,7 @@ impl WriteBatch {
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        u32::from_le_bytes(self.rep[8..12].try_into().expect("header")) as usize
+        self.header_field::<4>(8).map_or(0, u32::from_le_bytes) as usize
     }
 
     /// True when the batch holds no entry.
@@ -87,22 +93,22 @@ impl WriteBatch {
             put_length_prefixed(&mut self.rep, value);
         }
         let count = self.len() as u32 + 1;
-        self.rep[8..12].copy_from_slice(&count.to_le_bytes());
+        self.set_header_field(8, count.to_le_bytes());
     }
 
     /// Appends every entry of `other` (used to merge a write group into one WAL record).
     pub(crate) fn append(&mut self, other: &WriteBatch) {
-        self.rep.extend_from_slice(&other.rep[BATCH_HEADER_LEN..]);
+        self.rep.extend_from_slice(other.entries());
         let count = (self.len() + other.len()) as u32;
-        self.rep[8..12].copy_from_slice(&count.to_le_bytes());
+        self.set_header_field(8, count.to_le_bytes());
     }
 
     pub(crate) fn set_seq(&mut self, seq: SeqNo) {
-        self.rep[0..8].copy_from_slice(&seq.to_le_bytes());
+        self.set_header_field(0, seq.to_le_bytes());
     }
 
     pub(crate) fn seq(&self) -> SeqNo {
-        u64::from_le_bytes(self.rep[0..8].try_into().expect("header"))
+        self.header_field::<8>(0).map_or(0, u64::from_le_bytes)
     }
 
     /// The encoded bytes (the WAL record payload).
@@ -140,10 +146,26 @@ impl WriteBatch {
         Ok(batch)
     }
 
+    /// `N` header bytes from `at` (always there: see the invariant of `rep`).
+    fn header_field<const N: usize>(&self, at: usize) -> Option<[u8; N]> {
+        self.rep.get(at..at + N).and_then(|b| b.try_into().ok())
+    }
+
+    fn set_header_field<const N: usize>(&mut self, at: usize, bytes: [u8; N]) {
+        if let Some(field) = self.rep.get_mut(at..at + N) {
+            field.copy_from_slice(&bytes);
+        }
+    }
+
+    /// The encoded entries, after the header.
+    fn entries(&self) -> &[u8] {
+        self.rep.get(BATCH_HEADER_LEN..).unwrap_or_default()
+    }
+
     /// The entries in order, each as `(kind, key, value)`; deletions have an empty value.
     pub(crate) fn iter(&self) -> BatchIter<'_> {
         BatchIter {
-            reader: Reader::new(&self.rep[BATCH_HEADER_LEN..]),
+            reader: Reader::new(self.entries()),
         }
     }
 }

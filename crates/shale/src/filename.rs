@@ -12,6 +12,12 @@
 //!
 //! Do not change: on-disk format (recovery finds files by these names).
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use std::path::{Path, PathBuf};
 
 /// The kinds of file Shale keeps in its directory.

@@ -10,6 +10,12 @@
 //!
 //! Invariants: sequence numbers fit in 56 bits; kind tags are on-disk format.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use std::cmp::Ordering;
 
 /// A sequence number: the position of a write in the history of the database.
@@ -109,14 +115,18 @@ pub(crate) fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
 /// keys are rejected by the decoders before they reach comparisons.
 #[inline]
 pub(crate) fn user_key(ikey: &[u8]) -> &[u8] {
-    &ikey[..ikey.len().saturating_sub(TRAILER_LEN)]
+    ikey.get(..ikey.len().saturating_sub(TRAILER_LEN))
+        .unwrap_or_default()
 }
 
 /// The trailer of an internal key (0 for a key shorter than a trailer).
 #[inline]
 pub(crate) fn trailer(ikey: &[u8]) -> u64 {
     match ikey.len().checked_sub(TRAILER_LEN) {
-        Some(split) => u64::from_le_bytes(ikey[split..].try_into().unwrap_or([0; 8])),
+        Some(split) => ikey
+            .get(split..)
+            .and_then(|t| t.try_into().ok())
+            .map_or(0, u64::from_le_bytes),
         None => 0,
     }
 }

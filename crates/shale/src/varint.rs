@@ -2,6 +2,12 @@
 //!
 //! Decoders are total: a truncated or overlong encoding yields `None`, never a panic.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 /// Appends `v` as a varint.
 #[inline]
 pub(crate) fn put_varint64(buf: &mut Vec<u8>, mut v: u64) {
@@ -76,7 +82,7 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn remaining(&self) -> &'a [u8] {
-        &self.data[self.pos.min(self.data.len())..]
+        self.data.get(self.pos..).unwrap_or_default()
     }
 
     pub(crate) fn varint64(&mut self) -> Option<u64> {

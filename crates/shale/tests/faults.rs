@@ -59,27 +59,26 @@ fn verify_reopen(fs: &FaultFs, acked: &BTreeMap<Vec<u8>, Vec<u8>>) {
     }
 }
 
+/// Injects `fault` after some good writes, writes until an error (or flushes, for a fault that
+/// only background work meets), and checks that the fault fired, that it surfaced as one of
+/// `expect`, and that a reopen finds every acknowledged write.
 fn run_fault(fault: Fault, expect: &[ErrorKind]) {
     let fs = FaultFs::new(MemFs::new());
     let db = Db::open(Path::new(DIR), options(&fs)).unwrap();
     let (before, _) = write_until_error(&db, 50);
-    fs.inject(fault);
+    let id = fs.inject(fault);
     let (mut acked, err) = write_until_error(&db, 3000);
-    if err.is_none() {
-        // The fault may hit background work only: a flush makes it surface.
-        if let Err(e) = db.flush() {
-            assert!(expect.contains(&e.kind()), "unexpected error kind: {e}");
-        }
-    }
-    if let Some(e) = &err {
-        assert!(expect.contains(&e.kind()), "unexpected error kind: {e}");
-        // After a poisoning failure every write fails the same way.
-        if e.kind() == ErrorKind::Poisoned {
-            assert_eq!(
-                db.put(b"more", b"data").unwrap_err().kind(),
-                ErrorKind::Poisoned
-            );
-        }
+    // The fault may hit background work only: a flush makes it surface.
+    let err = err.or_else(|| db.flush().err());
+    assert!(fs.fired(id) > 0, "the fault never fired");
+    let e = err.expect("the fault fired but no call reported an error");
+    assert!(expect.contains(&e.kind()), "unexpected error kind: {e}");
+    // After a poisoning failure every write fails the same way.
+    if e.kind() == ErrorKind::Poisoned {
+        assert_eq!(
+            db.put(b"more", b"data").unwrap_err().kind(),
+            ErrorKind::Poisoned
+        );
     }
     drop(db);
     acked.extend(before);
@@ -151,16 +150,17 @@ fn failed_rename_of_current_poisons_the_database() {
         ..options(&fs)
     };
     let db = Db::open(Path::new(DIR), options.clone()).unwrap();
-    fs.inject(
+    let id = fs.inject(
         Fault::new(FaultOp::Rename)
             .error(io::ErrorKind::Other)
             .always(),
     );
     let (acked, err) = write_until_error(&db, 5000);
-    if err.is_none() {
-        let e = db.flush().unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Poisoned);
-    }
+    let e = err
+        .or_else(|| db.flush().err())
+        .expect("a failed rename surfaces");
+    assert_eq!(e.kind(), ErrorKind::Poisoned, "{e}");
+    assert!(fs.fired(id) > 0);
     drop(db);
     fs.clear_faults();
     verify_reopen(&fs, &acked);
@@ -171,24 +171,27 @@ fn failing_reads_are_io_errors_not_panics() {
     let fs = FaultFs::new(MemFs::new());
     let db = Db::open(Path::new(DIR), options(&fs)).unwrap();
     let (acked, _) = write_until_error(&db, 400);
-    db.flush().unwrap();
+    db.close().unwrap();
+    // A fresh handle: nothing of the SSTs is cached, so reads reach the file system.
+    let db = Db::open(Path::new(DIR), options(&fs)).unwrap();
     let id = fs.inject(
         Fault::new(FaultOp::Read)
             .path_contains(".sst")
             .error(io::ErrorKind::Other)
             .always(),
     );
-    let mut saw_error = false;
+    let mut errors = 0;
     for k in acked.keys() {
         match db.get(k) {
             Ok(v) => assert_eq!(v.as_ref(), acked.get(k)),
             Err(e) => {
                 assert_eq!(e.kind(), ErrorKind::Io, "{e}");
-                saw_error = true;
+                errors += 1;
             }
         }
     }
-    assert!(saw_error || fs.fired(id) == 0);
+    assert!(fs.fired(id) > 0, "no read reached an SST");
+    assert!(errors > 0, "failed reads were not reported");
     fs.clear_faults();
     for (k, v) in &acked {
         assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
@@ -220,7 +223,7 @@ fn a_failed_flush_wal_poisons_the_database_and_keeps_what_was_flushed() {
     }
     db.flush_wal().unwrap();
 
-    fs.inject(
+    let id = fs.inject(
         Fault::new(FaultOp::Flush)
             .path_contains(".log")
             .error(io::ErrorKind::StorageFull)
@@ -231,6 +234,7 @@ fn a_failed_flush_wal_poisons_the_database_and_keeps_what_was_flushed() {
     db.write(b, &unflushed)
         .expect("an unflushed write does not touch the file");
     let e = db.flush_wal().unwrap_err();
+    assert_eq!(fs.fired(id), 1);
     assert_eq!(e.kind(), ErrorKind::Poisoned, "{e}");
     assert_eq!(db.flush_wal().unwrap_err().kind(), ErrorKind::Poisoned);
     assert_eq!(

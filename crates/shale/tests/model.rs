@@ -211,7 +211,8 @@ fn in_range(k: &[u8], lo: &Option<Vec<u8>>, hi: &Option<Vec<u8>>) -> bool {
 }
 
 fn scan(db_iter: shale::iter::DbIterator, reverse: bool, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let items: Box<dyn Iterator<Item = shale::Result<(Vec<u8>, Vec<u8>)>>> = if reverse {
+    type Entries = Box<dyn Iterator<Item = shale::Result<(Vec<u8>, Vec<u8>)>>>;
+    let items: Entries = if reverse {
         Box::new(db_iter.rev())
     } else {
         Box::new(db_iter)

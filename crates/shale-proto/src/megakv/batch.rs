@@ -1,5 +1,11 @@
 //! Request batches: decoding (incremental, zero-copy from a `BytesMut`) and encoding.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::format::{

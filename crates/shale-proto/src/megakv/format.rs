@@ -4,6 +4,12 @@
 //! Do not change: wire format shared with Mega-KV clients. Every multi-byte field is
 //! little-endian (the reference implementation stores native integers on x86).
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 /// First field of every request batch. Bytes on the wire: `34 12`.
 pub const REQUEST_MAGIC: u16 = 0x1234;
 /// Job type of a GET: `type:u16 key_len:u16 key`.

@@ -10,6 +10,12 @@
 //!   Redis skips them.
 //! - The requests decoded do not depend on how the stream was split into reads.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use bytes::{Bytes, BytesMut};
 
 use super::scan::{scan_batch, BatchEnd, Item, Scan, Span};

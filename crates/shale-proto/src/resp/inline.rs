@@ -16,6 +16,12 @@
 //! - Redis reads the line as a C string, so a NUL byte ends it; anything after it is ignored (and
 //!   a quote still open there is unbalanced).
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use bytes::Bytes;
 
 use super::ProtocolError;
@@ -24,7 +30,7 @@ use super::ProtocolError;
 /// means an empty request, which Redis ignores.
 pub(crate) fn split_inline(line: &[u8]) -> Result<Vec<Bytes>, ProtocolError> {
     let line = match memchr::memchr(0, line) {
-        Some(nul) => &line[..nul],
+        Some(nul) => line.get(..nul).unwrap_or(line),
         None => line,
     };
     let mut args = Vec::new();

@@ -4,6 +4,12 @@
 //! refuses is refused here too: an optional `-`, then digits, no `+`, no spaces, no leading zeros
 //! (`0` itself is fine, `-0` is not), and the value must fit in an `i64`.
 
+// The parser decodes bytes from the wire: a bad byte is `None`, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 /// Most digits an `i64` has, not counting the sign (`9223372036854775807`).
 const I64_MAX_DIGITS: usize = 19;
 
@@ -52,6 +58,8 @@ pub(crate) struct Decimal {
     start: usize,
 }
 
+// An encoder into its own buffer, sized for the longest value: every index is in bounds.
+#[allow(clippy::indexing_slicing)]
 impl Decimal {
     /// Formats an unsigned value.
     pub(crate) fn unsigned(value: u128) -> Self {

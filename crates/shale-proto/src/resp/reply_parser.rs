@@ -13,6 +13,12 @@
 //! Each call scans the reply twice: once to validate it and find its end without allocating, once
 //! to build it. An incomplete reply is rescanned from its start on the next call.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use std::fmt;
 use std::ops::Range;
 

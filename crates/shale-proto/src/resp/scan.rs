@@ -11,6 +11,12 @@
 //! - The outcome never depends on how the bytes were split into reads: every limit is decided on
 //!   bytes that every split would also have seen by then (tested in `tests/resp_requests.rs`).
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use std::ops::Range;
 
 use bytes::Bytes;

@@ -19,6 +19,12 @@
 //! invisible garbage, never resurrected by a later collection of the same name, which gets a new
 //! generation.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 /// Prefix of meta records. Do not change: on-disk format.
 pub const META: u8 = b'm';
 /// Prefix of hash fields. Do not change: on-disk format.
@@ -90,7 +96,8 @@ impl Meta {
             Kind::String => (0, 0),
             Kind::Hash | Kind::ZSet => {
                 let body = raw.get(META_HEADER_LEN..META_HEADER_LEN + COLLECTION_BODY_LEN)?;
-                (read_u64(&body[..8])?, read_u64(&body[8..])?)
+                let (generation, len) = body.split_at_checked(8)?;
+                (read_u64(generation)?, read_u64(len)?)
             }
         };
         Some(Meta {
@@ -124,7 +131,9 @@ impl Meta {
     /// Re-encodes this record with another expiry.
     pub fn with_expiry(&self, expire_at: u64) -> Vec<u8> {
         let mut raw = self.raw.clone();
-        raw[1..META_HEADER_LEN].copy_from_slice(&expire_at.to_be_bytes());
+        if let Some(field) = raw.get_mut(1..META_HEADER_LEN) {
+            field.copy_from_slice(&expire_at.to_be_bytes());
+        }
         raw
     }
 }

@@ -179,6 +179,8 @@ impl Bitmap {
 
     /// Decodes a bitmap from the front of `data` and advances `data` past it. `None` (and `data`
     /// unchanged) when the input is truncated or has bits set past the length.
+    // Decodes bytes read from disk: a bad byte is `None`, never a panic.
+    #[deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
     pub(crate) fn decode(data: &mut &[u8]) -> Option<Bitmap> {
         let (len, n) = get_varint64(data)?;
         let rest = data.get(n..)?;

@@ -11,6 +11,12 @@
 //!
 //! Concurrency: a plain value.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use crate::varint::{get_varint32, get_varint64, put_varint32, put_varint64};
 
 /// A stable handle to one record of a logical blob file.

@@ -20,6 +20,12 @@
 //!
 //! Concurrency: pure functions over bytes.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use crate::varint::{get_varint32, put_varint32, Reader};
 use std::ops::Range;
 
@@ -94,10 +100,12 @@ pub(crate) fn encode_record_prefix(buf: &mut Vec<u8>, key: &[u8], value: &[u8]) 
     put_varint32(buf, key.len() as u32);
     put_varint32(buf, value.len() as u32);
     let crc = crc32c::crc32c_append(
-        crc32c::crc32c_append(crc32c::crc32c(&buf[lens_at..]), key),
+        crc32c::crc32c_append(crc32c::crc32c(buf.get(lens_at..).unwrap_or_default()), key),
         value,
     );
-    buf[crc_at..lens_at].copy_from_slice(&crc.to_le_bytes());
+    if let Some(slot) = buf.get_mut(crc_at..lens_at) {
+        slot.copy_from_slice(&crc.to_le_bytes());
+    }
 }
 
 /// Appends the whole record of `key` and `value`. Lengths as for [`encode_record_prefix`].

@@ -17,6 +17,12 @@
 //! and GC tasks. On a file system that maps files (`RandomAccessFile::mapped`) records are
 //! zero-copy slices of the map; otherwise each read is one `read_exact_at`.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use super::format::{
     check_offsets, decode_record, offset_entry, Footer, Header, RecordLayout, FOOTER_LEN,
     HEADER_LEN, MAX_BLOB_FILE_SIZE, OFFSET_ENTRY_LEN,

@@ -312,8 +312,10 @@ mod tests {
     }
 
     fn version(files: Vec<(Level, FileMeta)>) -> Version {
-        let mut edit = VersionEdit::default();
-        edit.new_files = files;
+        let edit = VersionEdit {
+            new_files: files,
+            ..VersionEdit::default()
+        };
         Version::empty(4).apply(&edit).unwrap()
     }
 

@@ -630,10 +630,10 @@ fn merging_iterator_reports_an_error_met_during_a_direction_switch() {
 
 /// A level whose tables are `VecIter`s; `claimed` gives each table's metadata range (so a table
 /// can claim a range and still be empty).
-fn vec_level(
-    tables: Vec<(Vec<Entry>, (Vec<u8>, Vec<u8>))>,
-    opens: Arc<AtomicUsize>,
-) -> LevelIterator {
+/// A table's entries and the key range it claims.
+type ClaimedTable = (Vec<Entry>, (Vec<u8>, Vec<u8>));
+
+fn vec_level(tables: Vec<ClaimedTable>, opens: Arc<AtomicUsize>) -> LevelIterator {
     let mut files = Vec::new();
     let mut contents: HashMap<u64, Vec<Entry>> = HashMap::new();
     for (n, (entries, (smallest, largest))) in tables.into_iter().enumerate() {

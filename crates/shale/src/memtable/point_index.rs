@@ -82,6 +82,8 @@ pub(crate) struct IndexWriter {
     occupied: usize,
     // INVARIANT: every table ever published except the current one, kept for readers that still
     // probe them (see the module invariants).
+    // Boxed so that a table never moves while readers probe it.
+    #[allow(clippy::vec_box)]
     retired: Vec<Box<Table>>,
     /// Bytes of every table, current and retired.
     bytes: usize,

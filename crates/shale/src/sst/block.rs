@@ -23,6 +23,12 @@
 //! Concurrency: a [`Block`] is immutable and shared (`Arc`) between threads and the block cache; a
 //! [`BlockIter`] has one owner.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, TRAILER_LEN};
@@ -30,6 +36,9 @@ use crate::varint::{get_varint32, put_varint32};
 use std::cmp::Ordering;
 use std::ops::Deref;
 use std::path::Path;
+
+/// A whole key and its value, read in place from a block.
+type KeyValue<'a> = (&'a [u8], &'a [u8]);
 
 /// A decoded (uncompressed, checksum-verified) block.
 #[derive(Debug)]
@@ -109,19 +118,20 @@ impl Block {
 
     /// The whole key and the value of the entry at restart point `i`, read in place.
     #[inline]
-    pub(crate) fn restart_entry(&self, i: usize) -> Result<(&[u8], &[u8]), (usize, &'static str)> {
+    pub(crate) fn restart_entry(&self, i: usize) -> Result<KeyValue<'_>, (usize, &'static str)> {
         let at = self.restart_point(i);
-        let e = decode_entry(&self.data[..self.restart_offset], at)?;
+        let entries = self.data.get(..self.restart_offset).unwrap_or_default();
+        let e = decode_entry(entries, at)?;
         if e.shared != 0 {
             return Err((at, "restart entry shares a key prefix"));
         }
         if e.non_shared < TRAILER_LEN {
             return Err((at, "key shorter than an internal key trailer"));
         }
-        Ok((
-            &self.data[e.key_at..e.value_at],
-            &self.data[e.value_at..e.value_end],
-        ))
+        // `decode_entry` checked both ranges against `entries`.
+        let key = entries.get(e.key_at..e.value_at);
+        let value = entries.get(e.value_at..e.value_end);
+        key.zip(value).ok_or((at, "entry past the block"))
     }
 
     /// Number of restart points.
@@ -159,8 +169,9 @@ fn decode_entry(entries: &[u8], at: usize) -> Result<Entry, (usize, &'static str
                 .get(at..)
                 .ok_or((at, "entry offset past the block"))?;
             let (s, n1) = get_varint32(rest).ok_or((at, "bad entry header"))?;
-            let (ns, n2) = get_varint32(&rest[n1..]).ok_or((at, "bad entry header"))?;
-            let (vl, n3) = get_varint32(&rest[n1 + n2..]).ok_or((at, "bad entry header"))?;
+            let bad = (at, "bad entry header");
+            let (ns, n2) = get_varint32(rest.get(n1..).ok_or(bad)?).ok_or(bad)?;
+            let (vl, n3) = get_varint32(rest.get(n1 + n2..).ok_or(bad)?).ok_or(bad)?;
             (s as usize, ns as usize, vl as usize, n1 + n2 + n3)
         }
     };
@@ -262,10 +273,11 @@ impl BlockBuilder {
         put_varint32(&mut self.buf, shared as u32);
         put_varint32(&mut self.buf, non_shared);
         put_varint32(&mut self.buf, value_len);
-        self.buf.extend_from_slice(&key[shared..]);
+        let suffix = key.get(shared..).unwrap_or_default();
+        self.buf.extend_from_slice(suffix);
         self.buf.extend_from_slice(value);
         self.last_key.truncate(shared);
-        self.last_key.extend_from_slice(&key[shared..]);
+        self.last_key.extend_from_slice(suffix);
         self.counter += 1;
         self.entries += 1;
         Ok(())
@@ -390,7 +402,8 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             return false;
         }
         let at = self.next;
-        let e = match decode_entry(&self.block.data[..limit], at) {
+        let entries = self.block.data.get(..limit).unwrap_or_default();
+        let e = match decode_entry(entries, at) {
             Ok(e) => e,
             Err(err) => {
                 self.fail(err);
@@ -405,9 +418,12 @@ impl<B: Deref<Target = Block>> BlockIter<B> {
             self.fail((at, "key shorter than an internal key trailer"));
             return false;
         }
+        let Some(suffix) = entries.get(e.key_at..e.value_at) else {
+            self.fail((at, "entry past the block"));
+            return false;
+        };
         self.key.truncate(e.shared);
-        self.key
-            .extend_from_slice(&self.block.data[e.key_at..e.value_at]);
+        self.key.extend_from_slice(suffix);
         self.current = at;
         self.next = e.value_end;
         self.value_at = e.value_at;

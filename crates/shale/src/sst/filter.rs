@@ -12,6 +12,12 @@
 //!
 //! Concurrency: a decoded [`Filter`] is immutable and read by many threads.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 /// Bytes in one cache line of the filter. Do not change: on-disk format.
 const LINE_BYTES: usize = 64;
 const LINE_BITS: u32 = (LINE_BYTES * 8) as u32;
@@ -39,6 +45,8 @@ fn line_of(hash: u64, num_lines: usize) -> usize {
 
 /// Builds the filter for the key hashes in `hashes`. Returns an empty vector when
 /// `bits_per_key` is 0 or there are no keys (no filter is written).
+// An encoder into a buffer it sized: every index is in bounds by construction.
+#[allow(clippy::indexing_slicing)]
 pub(crate) fn build_filter(hashes: &[u64], bits_per_key: u32) -> Vec<u8> {
     if bits_per_key == 0 || hashes.is_empty() {
         return Vec::new();
@@ -76,7 +84,7 @@ impl Filter {
         if lines_len == 0 || lines_len % LINE_BYTES != 0 {
             return Err((0, "filter length is not a whole number of lines"));
         }
-        let probes = data[lines_len];
+        let probes = *data.get(lines_len).ok_or((0, "empty filter"))?;
         if probes == 0 || probes > MAX_PROBES {
             return Err((lines_len, "bad filter probe count"));
         }
@@ -104,7 +112,7 @@ impl Filter {
         for _ in 0..self.probes {
             h = h.wrapping_mul(PROBE_REMIX);
             let bit = (h >> (32 - 9)) as usize;
-            if line[bit / 8] & (1 << (bit % 8)) == 0 {
+            if line.get(bit / 8).is_some_and(|b| b & (1 << (bit % 8)) == 0) {
                 return false;
             }
         }
@@ -118,7 +126,9 @@ impl Filter {
         let start = line_of(hash, self.num_lines) * LINE_BYTES;
         if let Some(line) = self.data.get(start..start + LINE_BYTES) {
             crate::memtable::prefetch(line.as_ptr());
-            crate::memtable::prefetch(line[LINE_BYTES - 1..].as_ptr());
+            if let Some(last) = line.last() {
+                crate::memtable::prefetch(last);
+            }
         }
     }
 

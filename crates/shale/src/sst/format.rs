@@ -12,6 +12,12 @@
 //!
 //! Concurrency: pure functions over bytes.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use crate::options::Compression;
 use crate::varint::{get_varint64, put_varint64, Reader};
 
@@ -202,10 +208,11 @@ pub(crate) fn maybe_compress<'a>(
         prefix + lz4_flex::block::get_maximum_output_size(raw.len()),
         0,
     );
-    match lz4_flex::block::compress_into(raw, &mut scratch[prefix..]) {
+    let out = scratch.get_mut(prefix..).unwrap_or_default();
+    match lz4_flex::block::compress_into(raw, out) {
         Ok(n) if prefix + n <= raw.len() - raw.len() / COMPRESSION_MIN_SAVING_DIVISOR => {
             scratch.truncate(prefix + n);
-            (&scratch[..], BLOCK_LZ4)
+            (scratch.as_slice(), BLOCK_LZ4)
         }
         _ => (raw, BLOCK_UNCOMPRESSED),
     }
@@ -223,8 +230,10 @@ pub(crate) fn decode_stored_block(
         .checked_sub(BLOCK_TRAILER_LEN)
         .ok_or((0, "block shorter than its trailer"))?;
     let (stored, trailer) = with_trailer.split_at(size);
-    let kind = trailer[0];
-    let stored_crc = u32::from_le_bytes([trailer[1], trailer[2], trailer[3], trailer[4]]);
+    let [kind, c0, c1, c2, c3]: [u8; BLOCK_TRAILER_LEN] = trailer
+        .try_into()
+        .map_err(|_| (size, "bad block trailer"))?;
+    let stored_crc = u32::from_le_bytes([c0, c1, c2, c3]);
     if verify && unmask_crc(stored_crc) != crc32c::crc32c_append(crc32c::crc32c(stored), &[kind]) {
         return Err((size, "block checksum mismatch"));
     }

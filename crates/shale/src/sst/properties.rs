@@ -8,6 +8,12 @@
 //! The fields come in this order and fill the block exactly. Do not change: on-disk format (add
 //! fields under a new format version).
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use crate::varint::{put_varint64, Reader};
 
 /// Statistics about a table, written by the builder and read back by `Table::open`.

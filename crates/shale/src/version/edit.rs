@@ -10,6 +10,12 @@
 //! byte, which lets recovery tell a zero-filled torn tail from a damaged record (see
 //! `wal::TailPolicy::CutTornTailOnly`).
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use crate::blob::Bitmap;
 use crate::key::{parse_internal_key, SeqNo};
 use crate::varint::{put_length_prefixed, put_varint64, Reader};
@@ -342,6 +348,8 @@ fn decode_blob_dead(r: &mut Reader<'_>) -> Option<BlobDeadEdit> {
 
 /// Decodes arbitrary bytes as an edit, for fuzzing: must never panic, and whatever decodes must
 /// encode back to the same bytes.
+// A fuzz oracle: a failed round trip must panic so the fuzzer reports it.
+#[allow(clippy::expect_used)]
 pub(crate) fn fuzz_decode(data: &[u8]) {
     if let Ok(edit) = VersionEdit::decode(data) {
         let mut again = Vec::new();
@@ -408,7 +416,7 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 b.set(i);
             }
         }

@@ -10,6 +10,12 @@
 //! is never trusted and a reader can look for the next intact record byte by byte. `payload_crc`
 //! is the masked CRC32C of the payload.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 /// Bytes before the payload. Do not change: on-disk format.
 pub(crate) const HEADER_LEN: usize = 12;
 
@@ -60,18 +66,22 @@ impl Damage {
 
 /// Decodes the record at the start of `data`: the payload's length, or what is wrong.
 pub(crate) fn decode(data: &[u8]) -> Result<usize, Damage> {
-    let header = data.get(..HEADER_LEN).ok_or(Damage::Truncated)?;
-    let word =
-        |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
-    if mask(crc32c::crc32c(&header[4..12])) != word(0) {
+    let header: [u8; HEADER_LEN] = data
+        .get(..HEADER_LEN)
+        .and_then(|h| h.try_into().ok())
+        .ok_or(Damage::Truncated)?;
+    let [c0, c1, c2, c3, l0, l1, l2, l3, p0, p1, p2, p3] = header;
+    let checked = [l0, l1, l2, l3, p0, p1, p2, p3];
+    if mask(crc32c::crc32c(&checked)) != u32::from_le_bytes([c0, c1, c2, c3]) {
         return Err(Damage::BadHeader);
     }
-    let len = word(4) as usize;
+    let len = u32::from_le_bytes([l0, l1, l2, l3]) as usize;
+    let payload_crc = u32::from_le_bytes([p0, p1, p2, p3]);
     let payload = data
         .get(HEADER_LEN..)
         .and_then(|rest| rest.get(..len))
         .ok_or(Damage::Truncated)?;
-    if mask(crc32c::crc32c(payload)) != word(8) {
+    if mask(crc32c::crc32c(payload)) != payload_crc {
         return Err(Damage::BadPayload);
     }
     Ok(len)

@@ -1,5 +1,11 @@
 //! Replaying a log file, and the rule that tells a torn tail from corruption.
 
+// Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 use super::format::{decode, Damage, HEADER_LEN};
 use crate::error::{Error, Result};
 use crate::WalRecovery;
@@ -68,15 +74,15 @@ impl LogReader {
             return Ok(None);
         }
         let start = self.pos;
-        match decode(&self.data[start..]) {
+        let rest = self.data.get(start..).unwrap_or_default();
+        match decode(rest) {
             Ok(len) => {
                 self.pos = start + HEADER_LEN + len;
-                Ok(Some((
-                    start as u64,
-                    &self.data[start + HEADER_LEN..self.pos],
-                )))
+                // `decode` checked that the payload is within `rest`.
+                let payload = rest.get(HEADER_LEN..HEADER_LEN + len).unwrap_or_default();
+                Ok(Some((start as u64, payload)))
             }
-            Err(_) if self.data[start..].iter().all(|&b| b == 0) => {
+            Err(_) if rest.iter().all(|&b| b == 0) => {
                 // Zero-filled space the writer kept ahead of its appends
                 // (`WritableFile::preallocate`): the end of the log, not damage.
                 self.pos = self.data.len();
@@ -115,7 +121,11 @@ impl LogReader {
     /// True when some offset after `start` holds an intact record: the damage is then not at the
     /// tail. Checks headers first, so a scan costs one small checksum per byte.
     fn intact_record_after(&self, start: usize) -> bool {
-        (start + 1..self.data.len()).any(|offset| decode(&self.data[offset..]).is_ok())
+        (start + 1..self.data.len()).any(|offset| {
+            self.data
+                .get(offset..)
+                .is_some_and(|rest| decode(rest).is_ok())
+        })
     }
 
     /// Set when the reader cut a damaged tail.
