@@ -119,7 +119,7 @@ fn snapshot_sees_the_past_across_flush_and_compaction() {
         }
     }
     db.flush().unwrap();
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
     assert_eq!(snap.get("k001").unwrap(), Some(b"old".to_vec()));
     assert_eq!(snap.iter().count(), 200);
     assert!(snap.iter().all(|r| r.unwrap().1 == b"old"));
@@ -168,7 +168,7 @@ fn the_row_cache_serves_newest_reads_and_leaves_snapshots_exact() {
     assert_eq!(db.get("a").unwrap(), Some(b"a3".to_vec()));
     assert_eq!(snap.get("a").unwrap(), Some(b"a1".to_vec()));
     drop(snap);
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
     assert_eq!(db.get("a").unwrap(), Some(b"a3".to_vec()));
     assert_eq!(db.get("b").unwrap(), Some(b"b2".to_vec()));
     assert_eq!(db.get("gone").unwrap(), None);
@@ -194,7 +194,7 @@ fn iterator_keeps_its_view_while_the_tree_changes() {
         db.delete(format!("k{i:03}")).unwrap();
     }
     db.flush().unwrap();
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
     assert_eq!(it.count(), 299, "the iterator reads the files it pinned");
     assert_eq!(db.iter().count(), 0);
 }
@@ -283,7 +283,7 @@ fn stats_count_the_work_done() {
         db.put(format!("key{i:05}"), [7u8; 100]).unwrap();
     }
     db.flush().unwrap();
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
     for i in 0..100u32 {
         assert!(db.get(format!("key{i:05}")).unwrap().is_some());
     }
@@ -535,7 +535,7 @@ fn multi_get_answers_as_get_does_for_any_batch() {
         }
         if round == 1 {
             db.flush().unwrap();
-            db.compact_range::<&[u8], _>(..).unwrap();
+            db.compact_range(..).unwrap();
         } else if round == 2 {
             db.flush().unwrap();
         }

@@ -162,7 +162,7 @@ fn delete(db: &Db, model: &mut Model, k: Vec<u8>) {
 fn full_compaction(db: &Db) {
     db.delete(b"\x00").unwrap();
     db.delete(b"\xff\xff\xff\xff").unwrap();
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
 }
 
 fn blob_files(fs: &MemFs) -> Vec<PathBuf> {
@@ -238,7 +238,7 @@ fn never_resurrects(mode: GcMode, engine: GcEngineKind) {
         }
     }
     db.flush().unwrap();
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
     let before = db.stats();
     assert!(
         before.blob_garbage_bytes > 0 || before.gc_runs > 0,
@@ -339,7 +339,7 @@ fn a_blob_file_pinned_by_an_open_snapshot_is_not_deleted() {
         }
     }
     db.flush().unwrap();
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
     // The generation-0 records of the even keys are dead for everyone (shadowed before the
     // snapshot): that garbage is real and GC may take it (the background worker may already be
     // at it). Everything the snapshot or the current view reads is live, exactly.
@@ -488,7 +488,7 @@ fn an_open_iterator_keeps_the_old_physical_blob_file() {
         it_model.insert(key(i), value(i, 1, 150));
     }
 
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
     db.collect_garbage().unwrap();
     let stats = db.stats();
     assert!(stats.gc_runs > 0, "GC rewrote nothing: {stats:?}");
@@ -544,7 +544,7 @@ fn open_with_half_overwritten(options: &Options, n: u32) -> (Db, Model) {
     for i in (0..n).step_by(2) {
         put(&db, &mut model, key(i), value(i, 1, 20));
     }
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
     (db, model)
 }
 
@@ -816,7 +816,7 @@ fn a_corrupt_blob_record_is_a_corruption_error_naming_file_and_offset() {
         db.put(&r.key, b"small now").unwrap();
         model.insert(r.key.clone(), b"small now".to_vec());
     }
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
     db.collect_garbage()
         .expect("a failed GC task does not fail the database");
     let err = db.get(&victim.key).expect_err("damage survived GC as data");
@@ -900,7 +900,7 @@ fn garbage_accounting_is_exact_and_survives_reopen() {
     for i in (0..N).step_by(2) {
         put(&db, &mut model, long_key(i), value(i, 2, 30));
     }
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
     let s = db.stats();
     assert!(expected_garbage > 0 && surviving_files > 10);
     assert_eq!(
@@ -1136,7 +1136,7 @@ fn concurrent_gc(mode: GcMode, ops: u64) {
         "{what}: no GC ran while the writer was writing"
     );
     db.collect_garbage().unwrap();
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
     db.collect_garbage().unwrap();
     for (s, frozen, at) in &held {
         let again: Model = s.iter().map(|r| r.unwrap()).collect();
@@ -1209,7 +1209,7 @@ fn no_blob_files_keeps_every_value_inline() {
     for i in 0..50 {
         put(&db, &mut model, key(i), value(i, 1, 5000));
     }
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
     db.collect_garbage().unwrap();
     let s = db.stats();
     assert_eq!(

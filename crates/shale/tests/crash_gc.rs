@@ -176,7 +176,7 @@ fn setup(fs: &FaultFs, s: &Scenario) -> (Db, Model, u64) {
     history_step(&db, &mut model, &mut rng, keys, 1);
     db.flush().unwrap();
     if s.second_round {
-        db.compact_range::<&[u8], _>(..).unwrap();
+        db.compact_range(..).unwrap();
         db.collect_garbage().unwrap();
         // Settle: Titan's write-backs flushed, the files it retired compacted away, so that the
         // next history step makes garbage in the files GC wrote.
@@ -193,7 +193,7 @@ fn setup(fs: &FaultFs, s: &Scenario) -> (Db, Model, u64) {
 
 /// The window under test. Errors are expected once the power is cut.
 fn window(db: &Db) -> shale::Result<()> {
-    db.compact_range::<&[u8], _>(..)?;
+    db.compact_range(..)?;
     db.collect_garbage()
 }
 
@@ -201,7 +201,7 @@ fn window(db: &Db) -> shale::Result<()> {
 fn full_compaction(db: &Db) {
     db.delete(b"\x00").unwrap();
     db.delete(b"\xff\xff\xff").unwrap();
-    db.compact_range::<&[u8], _>(..).unwrap();
+    db.compact_range(..).unwrap();
 }
 
 fn check(db: &Db, model: &Model, keys: u64, what: &str) {

@@ -23,6 +23,7 @@
 
 mod background;
 mod gc;
+mod key_range;
 mod open;
 mod read;
 mod snapshot;
@@ -30,6 +31,7 @@ mod stall;
 mod stats;
 mod write;
 
+pub use key_range::KeyRange;
 pub use snapshot::Snapshot;
 pub use stats::Stats;
 
@@ -50,7 +52,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use stall::WriteController;
 use stats::Counters;
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -231,16 +233,31 @@ impl Db {
         read::multi_get(&self.inner, &keys, seq)
     }
 
-    /// Entries with keys in `range`, in key order; double-ended.
-    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
-        let (lo, hi) = owned_bounds(&range);
+    /// Entries with keys in `range`, in key order; double-ended. Any [`KeyRange`]: the full
+    /// range `..`, or a range over byte slices, byte arrays, `Vec<u8>` or `&str`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = shale::Db::open(dir.path(), shale::Options::default()).unwrap();
+    /// db.put("a", "1").unwrap();
+    /// db.put("b", "2").unwrap();
+    /// let all: Vec<_> = db.range(..).collect::<shale::Result<_>>().unwrap();
+    /// assert_eq!(all.len(), 2);
+    /// let from_b = db.range(b"b".as_slice()..).next().unwrap().unwrap();
+    /// assert_eq!(from_b, (b"b".to_vec(), b"2".to_vec()));
+    /// let (lo, hi) = (b"a".to_vec(), b"b".to_vec());
+    /// assert_eq!(db.range(lo..hi).count(), 1);
+    /// assert_eq!(db.range("a"..="b").rev().count(), 2);
+    /// ```
+    pub fn range(&self, range: impl KeyRange) -> DbIterator {
+        let (lo, hi) = key_range::owned_bounds(&range);
         let seq = self.inner.visible_seq.load(Ordering::Acquire);
         read::iterator(&self.inner, lo, hi, seq, Box::new(()))
     }
 
     /// Every entry, in key order; double-ended.
     pub fn iter(&self) -> DbIterator {
-        self.range::<&[u8], _>(..)
+        self.range(..)
     }
 
     /// Entries whose key starts with `prefix`, in key order; double-ended.
@@ -265,9 +282,24 @@ impl Db {
     }
 
     /// Compacts every level's files that overlap `range` down to the deepest level that holds any,
-    /// dropping overwritten versions and tombstones that no snapshot needs. Flushes first.
-    pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
-        let (lo, hi) = owned_bounds(&range);
+    /// dropping overwritten versions and tombstones that no snapshot needs. Flushes first. Takes
+    /// any [`KeyRange`], as [`Db::range`] does.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = shale::Db::open(dir.path(), shale::Options::default()).unwrap();
+    /// db.put("k", "v").unwrap();
+    /// db.compact_range(..).unwrap();
+    /// db.compact_range(b"a".as_slice()..b"z".as_slice()).unwrap();
+    /// db.compact_range(b"a".to_vec()..).unwrap();
+    /// db.compact_range("a".."z").unwrap();
+    /// assert_eq!(db.get("k").unwrap(), Some(b"v".to_vec()));
+    /// ```
+    ///
+    /// # Errors
+    /// The error of a failed flush or compaction, `Poisoned`, `Closed`.
+    pub fn compact_range(&self, range: impl KeyRange) -> Result<()> {
+        let (lo, hi) = key_range::owned_bounds(&range);
         background::flush_all(&self.inner)?;
         background::compact_range(&self.inner, bound_key(&lo), bound_key(&hi))
     }
@@ -417,16 +449,6 @@ impl DbInner {
     pub(crate) fn current_super_version(&self) -> Arc<SuperVersion> {
         self.super_version.read().clone()
     }
-}
-
-/// Copies range bounds into owned user keys.
-fn owned_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let own = |b: Bound<&K>| match b {
-        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-        Bound::Unbounded => Bound::Unbounded,
-    };
-    (own(range.start_bound()), own(range.end_bound()))
 }
 
 /// The key of a bound, for compaction ranges (inclusive either way; wider is harmless there).

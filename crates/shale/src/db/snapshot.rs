@@ -3,11 +3,11 @@
 //! Registering a snapshot tells flushes and compactions to keep the versions it can see. The
 //! registration is released when the last handle (the `Snapshot` or an iterator made from it) drops.
 
-use super::{owned_bounds, read, DbInner};
+use super::{key_range, read, DbInner, KeyRange};
 use crate::error::Result;
 use crate::iter::DbIterator;
 use crate::key::SeqNo;
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// A consistent view of the database as of the moment it was taken. Released on drop.
@@ -67,9 +67,23 @@ impl Snapshot {
         read::multi_get(&self.handle.db, &keys, self.handle.seq)
     }
 
-    /// Entries with keys in `range` as of the snapshot; double-ended.
-    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbIterator {
-        let (lo, hi) = owned_bounds(&range);
+    /// Entries with keys in `range` as of the snapshot; double-ended. Any [`KeyRange`], as
+    /// [`Db::range`](crate::Db::range) takes.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = shale::Db::open(dir.path(), shale::Options::default()).unwrap();
+    /// db.put("a", "old").unwrap();
+    /// let snap = db.snapshot();
+    /// db.put("a", "new").unwrap();
+    /// db.put("b", "later").unwrap();
+    /// assert_eq!(snap.range(..).count(), 1);
+    /// assert_eq!(snap.range(b"a".as_slice()..b"c".as_slice()).count(), 1);
+    /// assert_eq!(snap.range(b"a".to_vec()..).next().unwrap().unwrap().1, b"old");
+    /// assert_eq!(snap.range("b"..).count(), 0);
+    /// ```
+    pub fn range(&self, range: impl KeyRange) -> DbIterator {
+        let (lo, hi) = key_range::owned_bounds(&range);
         read::iterator(
             &self.handle.db,
             lo,
@@ -81,7 +95,7 @@ impl Snapshot {
 
     /// Every entry as of the snapshot; double-ended.
     pub fn iter(&self) -> DbIterator {
-        self.range::<&[u8], _>(..)
+        self.range(..)
     }
 
     /// Entries whose key starts with `prefix`, as of the snapshot; double-ended.
