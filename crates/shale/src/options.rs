@@ -110,15 +110,32 @@ pub enum Compression {
     Lz4,
 }
 
-/// What to do with a damaged WAL at recovery.
+/// What recovery does with a damaged WAL record (RocksDB's `WALRecoveryMode`).
+///
+/// A WAL knows what it synced: after every fsync that made new bytes durable it writes a small
+/// sync marker ("the first `n` bytes of this file are durable") and hands it to the operating
+/// system at once, so a process crash keeps it (`docs/format/wal.md`). A damaged record that a
+/// marker covers, or that intact records follow, held acknowledged writes: it is corruption, not a
+/// torn tail. Only a damaged last record past every marker can be a write that was interrupted
+/// before it was acknowledged as synced. (What a marker cannot cover: the last synced record after
+/// a power loss that took the marker written after its fsync.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum WalRecovery {
-    /// Cut a torn or corrupt record at the very end of the WAL (an interrupted write); any damage
-    /// followed by valid records is a `Corruption` error.
+    /// The default. A damaged last record past every sync marker (an interrupted write that was
+    /// never acknowledged as synced) is cut, with a warning naming the file and offset. Any other
+    /// damage fails the open with `Corruption` naming the file and offset: nothing acknowledged is
+    /// dropped silently. Like RocksDB's `kTolerateCorruptedTailRecords`, with the sync markers
+    /// telling a torn tail from damaged synced bytes.
     #[default]
     TolerateTornTail,
-    /// Stop replaying at the first damaged record and keep the prefix before it (may lose
-    /// acknowledged writes after the damage; never returns wrong data).
+    /// Any damage fails the open with `Corruption`, even the torn tail of an interrupted write.
+    /// For stores that are always closed cleanly (RocksDB's `kAbsoluteConsistency`).
+    AbsoluteConsistency,
+    /// Replay stops at the first damaged record and keeps the prefix before it, even when the
+    /// damage is in synced bytes: it opens a store the other modes refuse, and loses the writes
+    /// after the damage (logged at ERROR, naming the file and offset). Never returns wrong data.
+    /// RocksDB's `kPointInTimeRecovery`; the way to open after a `Corruption` error from the
+    /// default mode, once the damaged file is saved for inspection.
     PointInTime,
 }
 

@@ -146,7 +146,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
         fs,
         writers: Mutex::new(Default::default()),
         wal: Mutex::new(WalState::new(
-            LogWriter::new(wal_file),
+            LogWriter::new_wal(wal_file),
             wal_number,
             mem.clone(),
             last_seq,
@@ -277,7 +277,7 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
             .fs
             .read_all(&path)
             .ctx(|| format!("read {}", path.display()))?;
-        let mut reader = LogReader::new(data, path.clone(), inner.options.wal_recovery.into());
+        let mut reader = LogReader::new_wal(data, path.clone(), inner.options.wal_recovery.into());
         while let Some((offset, record)) = reader.next_record()? {
             let batch = WriteBatch::from_bytes(record.to_vec())
                 .map_err(|e| Error::corruption(&path, offset, e.message()))?;
@@ -308,8 +308,20 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
                 flush_recovered(inner, &mut mem, &mut edit)?;
             }
         }
-        if let Some(cut) = reader.tail_cut() {
-            tracing::warn!(file = %path.display(), offset = cut.offset, reason = %cut.reason, "cut a damaged WAL tail");
+        match reader.tail_cut() {
+            Some(cut) if cut.lost_synced => tracing::error!(
+                file = %path.display(),
+                offset = cut.offset,
+                reason = %cut.reason,
+                "point-in-time recovery dropped synced WAL records: acknowledged writes from here on are lost"
+            ),
+            Some(cut) => tracing::warn!(
+                file = %path.display(),
+                offset = cut.offset,
+                reason = %cut.reason,
+                "cut the torn tail of a WAL (an interrupted write, never acknowledged as synced)"
+            ),
+            None => {}
         }
     }
     flush_recovered(inner, &mut mem, &mut edit)?;

@@ -444,7 +444,7 @@ pub(crate) fn switch_memtable(
     let mem = memtable::new_memtable(&inner.options, inner.membuffer_prefix());
     let old_mem = std::mem::replace(&mut wal.mem, mem.clone());
     let old_number = std::mem::replace(&mut wal.number, number);
-    let old_writer = std::mem::replace(&mut wal.writer, LogWriter::new(file));
+    let old_writer = std::mem::replace(&mut wal.writer, LogWriter::new_wal(file));
     wal.retired.push((old_number, old_writer));
     state.sealed.push_back(Sealed {
         mem: old_mem,
@@ -501,22 +501,29 @@ pub(crate) fn sync_wal(inner: &DbInner) -> Result<()> {
             .map(|(n, w)| (&*n, w))
             .chain(std::iter::once((&wal.number, &mut wal.writer)))
         {
+            let len = writer.len();
             let handle = writer.sync_handle().map_err(|e| poison(*number, e))?;
-            handles.push((*number, handle));
+            handles.push((*number, len, handle));
         }
         // Taking the active WAL's handle handed its buffered records to the operating system.
         inner.wal_unflushed.store(false, Ordering::Relaxed);
         handles
     };
-    for (number, handle) in &handles {
+    for (number, _, handle) in &handles {
         handle.sync().map_err(|e| poison(*number, e))?;
     }
+    let mut wal = inner.wal.lock();
+    let wal = &mut *wal;
+    for (number, len, _) in &handles {
+        if *number == wal.number {
+            wal.writer.mark_synced(*len);
+        } else if let Some((_, writer)) = wal.retired.iter_mut().find(|(n, _)| n == number) {
+            writer.mark_synced(*len);
+        }
+    }
     // The retired WALs synced here take no more appends: they need no later sync.
-    inner
-        .wal
-        .lock()
-        .retired
-        .retain(|(n, _)| !handles.iter().any(|(synced, _)| synced == n));
+    wal.retired
+        .retain(|(n, _)| !handles.iter().any(|(synced, _, _)| synced == n));
     inner.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }

@@ -234,8 +234,7 @@ impl VersionSet {
         }
         edit.next_file_number = Some(self.next_file_number);
         edit.last_seq = Some(self.last_seq);
-        let rolled =
-            !matches!(&self.manifest, Some((_, writer)) if writer.len() < self.max_manifest_size);
+        let rolled = !matches!(&self.manifest, Some((_, writer)) if writer.len() < self.max_manifest_size && !writer.is_broken());
         if !rolled {
             let mut record = Vec::new();
             edit.encode(&mut record);

@@ -42,6 +42,50 @@ pub(crate) fn encode_header(payload: &[u8]) -> [u8; HEADER_LEN] {
     header
 }
 
+/// The payload of a WAL sync marker starts with these bytes, which no write batch starts with (a
+/// batch begins with its first sequence number, never `u64::MAX`, and a count that is never 0).
+/// Do not change: on-disk format.
+const MARKER_PREFIX: [u8; 12] = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
+/// The marker kind after the prefix: "every byte of this file before offset `n` was fsynced".
+/// Do not change: on-disk format.
+const MARKER_SYNCED: u8 = 1;
+/// Bytes of a sync marker's payload: the prefix, the kind and the synced length (u64 LE).
+pub(crate) const MARKER_LEN: usize = MARKER_PREFIX.len() + 1 + 8;
+
+/// The payload of a sync marker saying that the file's first `synced_through` bytes are durable.
+pub(crate) fn encode_sync_marker(synced_through: u64) -> [u8; MARKER_LEN] {
+    let mut out = [0u8; MARKER_LEN];
+    out[..12].copy_from_slice(&MARKER_PREFIX);
+    out[12] = MARKER_SYNCED;
+    out[13..].copy_from_slice(&synced_through.to_le_bytes());
+    out
+}
+
+/// What a WAL record's payload is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WalPayload {
+    /// A write batch.
+    Batch,
+    /// A sync marker: the file's first `n` bytes were fsynced before it was written.
+    Synced(u64),
+    /// A marker this version does not know.
+    UnknownMarker,
+}
+
+/// Tells a WAL record's payload apart: a write batch or a sync marker.
+pub(crate) fn classify_wal_payload(payload: &[u8]) -> WalPayload {
+    let Some(rest) = payload.strip_prefix(&MARKER_PREFIX) else {
+        return WalPayload::Batch;
+    };
+    match rest.split_first() {
+        Some((&MARKER_SYNCED, n)) => match <[u8; 8]>::try_from(n) {
+            Ok(n) => WalPayload::Synced(u64::from_le_bytes(n)),
+            Err(_) => WalPayload::UnknownMarker,
+        },
+        _ => WalPayload::UnknownMarker,
+    }
+}
+
 /// What is wrong with the bytes at some offset, when they are not a whole, intact record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Damage {

@@ -179,3 +179,48 @@ proptest! {
         }
     }
 }
+
+fn wal_replay(data: Vec<u8>, policy: TailPolicy) -> crate::Result<(Vec<Vec<u8>>, Option<TailCut>)> {
+    let mut r = LogReader::new_wal(data, PathBuf::from("/w.log"), policy);
+    let mut out = Vec::new();
+    while let Some((_, rec)) = r.next_record()? {
+        out.push(rec.to_vec());
+    }
+    Ok((out, r.tail_cut().cloned()))
+}
+
+/// A WAL writer follows each sync that made new bytes durable with a sync marker; a WAL reader
+/// skips the markers, and damage they cover is corruption even in the last record.
+#[test]
+fn sync_markers_are_skipped_and_make_damage_to_synced_records_corruption() {
+    let fs = MemFs::new();
+    let path = Path::new("/w.log");
+    let mut w = LogWriter::new_wal(fs.create(path).unwrap());
+    let recs = records();
+    w.add_record(&recs[0]).unwrap();
+    w.sync().unwrap();
+    let synced = w.len();
+    w.sync().unwrap(); // nothing new: no second marker
+    assert_eq!(w.len(), synced);
+    w.add_record(&recs[1]).unwrap();
+    w.flush().unwrap();
+    let data = fs.read_all(path).unwrap();
+    let (got, cut) = wal_replay(data.clone(), TailPolicy::CutDamagedTail).unwrap();
+    assert_eq!(got, recs[..2]);
+    assert!(cut.is_none());
+    // The unsynced last record torn: cut under the default, refused under absolute consistency.
+    let torn = data[..data.len() - 1].to_vec();
+    let (got, cut) = wal_replay(torn.clone(), TailPolicy::CutDamagedTail).unwrap();
+    assert_eq!(got, recs[..1]);
+    assert!(!cut.unwrap().lost_synced);
+    let err = wal_replay(torn, TailPolicy::Absolute).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corruption);
+    // The synced first record damaged: corruption, or under point in time a loud cut.
+    let mut bad = data.clone();
+    bad[HEADER_LEN + 1] ^= 1;
+    let err = wal_replay(bad.clone(), TailPolicy::CutDamagedTail).unwrap_err();
+    assert!(err.to_string().contains("synced"), "{err}");
+    let (got, cut) = wal_replay(bad, TailPolicy::PointInTime).unwrap();
+    assert!(got.is_empty());
+    assert!(cut.unwrap().lost_synced);
+}

@@ -1,19 +1,59 @@
 //! Appending records to a log file.
 
-use super::format::{encode_header, MAX_PAYLOAD_LEN};
+use super::format::{encode_header, encode_sync_marker, MAX_PAYLOAD_LEN};
 use crate::fs::{SyncHandle, WritableFile};
 use std::io;
 use std::sync::Arc;
 
 /// Appends records to one log file. Durability is the caller's: records reach the operating
 /// system on [`LogWriter::flush`] and the disk on [`LogWriter::sync`].
+///
+/// A WAL writer ([`LogWriter::new_wal`]) follows every sync that made new bytes durable with a sync
+/// marker (`docs/format/wal.md`), handed to the operating system at once, so that recovery can
+/// tell a torn tail (bytes never synced, which may be cut) from damage to synced bytes (which is
+/// corruption).
+///
+/// After a failed append or flush the file may end in part of a record: the writer is then
+/// *broken* and refuses every later append, so that the partial record stays the last thing in the
+/// file (a torn tail, which recovery cuts) and the caller moves on to a new log.
 pub(crate) struct LogWriter {
     file: Box<dyn WritableFile>,
+    sync_markers: bool,
+    /// The file's length after the last sync marker: a sync that finds it unchanged made nothing
+    /// new durable and needs no marker.
+    marked: u64,
+    broken: bool,
 }
 
 impl LogWriter {
+    /// A writer for a MANIFEST: records only.
     pub(crate) fn new(file: Box<dyn WritableFile>) -> LogWriter {
-        LogWriter { file }
+        LogWriter {
+            file,
+            sync_markers: false,
+            marked: 0,
+            broken: false,
+        }
+    }
+
+    /// A writer for a WAL: records, and a sync marker after each sync.
+    pub(crate) fn new_wal(file: Box<dyn WritableFile>) -> LogWriter {
+        LogWriter {
+            sync_markers: true,
+            ..LogWriter::new(file)
+        }
+    }
+
+    /// True after a failed append or flush: the writer takes no more records.
+    pub(crate) fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    fn check(&mut self, result: io::Result<()>) -> io::Result<()> {
+        if result.is_err() {
+            self.broken = true;
+        }
+        result
     }
 
     /// Appends one record holding `payload`.
@@ -28,24 +68,52 @@ impl LogWriter {
                 "log record over 4 GiB",
             ));
         }
-        self.file.append(&encode_header(payload))?;
-        self.file.append(payload)
+        if self.broken {
+            return Err(io::Error::other(
+                "an earlier write to this log failed; a new log must be started",
+            ));
+        }
+        let header = self.file.append(&encode_header(payload));
+        let written = header.and_then(|()| self.file.append(payload));
+        self.check(written)
     }
 
     /// Hands appended records to the operating system.
     pub(crate) fn flush(&mut self) -> io::Result<()> {
-        self.file.flush()
+        let flushed = self.file.flush();
+        self.check(flushed)
     }
 
-    /// Makes every appended record durable.
+    /// Makes every appended record durable (and, for a WAL, says so with a sync marker).
     pub(crate) fn sync(&mut self) -> io::Result<()> {
-        self.file.sync()
+        let len = self.file.len();
+        self.file.sync()?;
+        self.mark_synced(len);
+        Ok(())
+    }
+
+    /// Records, in a WAL, that the file's first `len` bytes are durable (after a sync through a
+    /// [`LogWriter::sync_handle`] taken at that length). Best effort: the bytes are durable
+    /// whether or not the marker is written; a failed marker write breaks the writer like any
+    /// failed append.
+    pub(crate) fn mark_synced(&mut self, len: u64) {
+        if !self.sync_markers || self.broken || len <= self.marked {
+            return;
+        }
+        let marker = encode_sync_marker(len);
+        if self.add_record(&marker).and_then(|()| self.flush()).is_ok() {
+            self.marked = self.file.len();
+        }
     }
 
     /// Hands appended records to the operating system and returns a handle that makes them
     /// durable without this writer (see [`WritableFile::sync_handle`]).
     pub(crate) fn sync_handle(&mut self) -> io::Result<Arc<dyn SyncHandle>> {
-        self.file.sync_handle()
+        let handle = self.file.sync_handle();
+        if handle.is_err() {
+            self.broken = true;
+        }
+        handle
     }
 
     /// Bytes appended so far.
