@@ -202,13 +202,8 @@ impl LogReader {
         if !self.wal {
             return 0;
         }
-        loop {
-            let Some(rest) = self.data.get(at..) else {
-                break;
-            };
-            let Ok(len) = decode(rest) else {
-                break;
-            };
+        while let Some(len) = self.data.get(at..).and_then(|rest| decode(rest).ok()) {
+            let rest = self.data.get(at..).unwrap_or_default();
             let payload = rest.get(HEADER_LEN..HEADER_LEN + len).unwrap_or_default();
             if let WalPayload::Synced(n) = classify_wal_payload(payload) {
                 synced = synced.max(n.min(at as u64));
