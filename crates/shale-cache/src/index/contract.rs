@@ -126,12 +126,15 @@ impl Model {
             group.1.push(loc);
         }
         let mut displaced = HashSet::new();
+        let grouped: HashSet<Location> = groups
+            .values()
+            .flat_map(|(_, m)| m.iter().copied())
+            .collect();
         for &loc in &results.displaced {
             if !displaced.insert(loc) {
                 return Err(format!("location {loc} displaced twice in one batch"));
             }
-            let in_group = groups.values().any(|(_, members)| members.contains(&loc));
-            if !in_group && !self.by_location.contains_key(&loc) {
+            if !grouped.contains(&loc) && !self.by_location.contains_key(&loc) {
                 return Err(format!(
                     "displaced location {loc} was neither in the index nor inserted by the batch"
                 ));

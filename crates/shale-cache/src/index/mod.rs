@@ -56,6 +56,8 @@ use std::fmt;
 
 pub mod contract;
 pub mod cpu;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 mod shape;
 
 pub use shape::{TableShape, BUCKET_SLOTS, INSERT_BLOCKS, MIN_BUCKETS};

@@ -1,0 +1,558 @@
+//! The GPU index against the CPU index on one machine: lookups, inserts and deletes per second
+//! for batches of 1k to 4M operations on a table of 2^27 slots (1 GiB) half full.
+//!
+//! Rows, per batch size:
+//! - `gpu kernel`: the kernel alone, timed with CUDA events (median of many batches);
+//! - `gpu +copy`: copy-in, kernel and copy-out of one batch, events again (no overlap);
+//! - `gpu pipe`: through `BatchIndex`, three batches in flight, host packing and unpacking
+//!   included, wall clock (what the cache gets);
+//! - `cpu 1`: the CPU backend on one thread; `cpu N`: N CPU backends on N threads, each owning
+//!   1/N of the key space (the batch is split by the top bits of the bucket hash), wall clock.
+//!
+//! GPU and CPU measurements alternate over `--rounds` rounds; each figure is the median of the
+//! rounds. Run: `cargo bench -p shale-cache --features gpu --bench gpu_index -- [--quick]
+//! [--rounds N] [--threads N] [--slots-log2 N]`. Needs an NVIDIA GPU (it says so and fails
+//! without one).
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+
+use shale_cache::index::contract::Rng;
+use shale_cache::index::cpu::CpuIndex;
+use shale_cache::index::gpu::GpuIndex;
+use shale_cache::index::{run_batch, BatchIndex, IndexBatch, IndexResults, KeyHash, Location};
+
+struct Options {
+    slots_log2: u32,
+    rounds: usize,
+    threads: usize,
+    batches: Vec<usize>,
+    fill: f64,
+}
+
+fn options() -> Options {
+    let mut o = Options {
+        slots_log2: 27,
+        rounds: 3,
+        threads: thread::available_parallelism().map_or(1, |n| n.get()),
+        batches: vec![
+            1 << 10,
+            1 << 12,
+            1 << 14,
+            1 << 16,
+            1 << 18,
+            1 << 20,
+            1 << 22,
+        ],
+        fill: 0.5,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        let value = |i: usize| {
+            args.get(i + 1)
+                .unwrap_or_else(|| panic!("{} needs a value", args[i]))
+                .clone()
+        };
+        match args[i].as_str() {
+            "--quick" => {
+                o.slots_log2 = 22;
+                o.rounds = 1;
+                o.batches = vec![1 << 10, 1 << 16, 1 << 20];
+            }
+            "--rounds" => {
+                o.rounds = value(i).parse().expect("--rounds N");
+                i += 1;
+            }
+            "--threads" => {
+                o.threads = value(i).parse().expect("--threads N");
+                i += 1;
+            }
+            "--slots-log2" => {
+                o.slots_log2 = value(i).parse().expect("--slots-log2 N");
+                i += 1;
+            }
+            "--bench" => {}
+            other => panic!("unknown argument {other}"),
+        }
+        i += 1;
+    }
+    o
+}
+
+/// N CPU backends on N threads, each owning the keys whose bucket hash's top bits name it.
+struct ShardedCpu {
+    workers: Vec<mpsc::Sender<Arc<Job>>>,
+    done: mpsc::Receiver<(usize, Vec<Location>, usize)>,
+}
+
+struct Job {
+    batch: IndexBatch,
+    /// Where worker results go: one `[Location; 2]` per search, written at disjoint indices.
+    found: SharedOut,
+}
+
+struct SharedOut(*mut [Location; 2]);
+// SAFETY: each worker writes only the indices of its own shard's searches; the owner reads them
+// only after every worker has reported done.
+unsafe impl Send for SharedOut {}
+// SAFETY: as above.
+unsafe impl Sync for SharedOut {}
+
+impl ShardedCpu {
+    fn new(threads: usize, slots: usize) -> ShardedCpu {
+        let shard_bits = threads.next_power_of_two().trailing_zeros();
+        let shards = 1usize << shard_bits;
+        let (done_tx, done) = mpsc::channel();
+        let mut workers = Vec::new();
+        for shard in 0..shards {
+            let (tx, rx) = mpsc::channel::<Arc<Job>>();
+            let done_tx = done_tx.clone();
+            let mut index = CpuIndex::new(slots / shards).expect("cpu index");
+            thread::spawn(move || {
+                let mut local = IndexBatch::default();
+                let mut positions = Vec::new();
+                for job in rx {
+                    local.clear();
+                    positions.clear();
+                    let mine = |k: &KeyHash| {
+                        shard_bits == 0 || (k.bucket_hash() >> (32 - shard_bits)) as usize == shard
+                    };
+                    for (i, k) in job.batch.searches.iter().enumerate() {
+                        if mine(k) {
+                            local.searches.push(*k);
+                            positions.push(i);
+                        }
+                    }
+                    local
+                        .inserts
+                        .extend(job.batch.inserts.iter().filter(|(k, _)| mine(k)));
+                    local
+                        .deletes
+                        .extend(job.batch.deletes.iter().filter(|(k, _)| mine(k)));
+                    let (back, results) =
+                        run_batch(&mut index, std::mem::take(&mut local)).expect("cpu batch");
+                    for (&i, &f) in positions.iter().zip(&results.found) {
+                        // SAFETY: `i` is a search of this shard only (see SharedOut).
+                        unsafe { *job.found.0.add(i) = f };
+                    }
+                    local = back;
+                    // The owner takes the batch back once every worker has reported.
+                    drop(job);
+                    done_tx
+                        .send((shard, results.displaced.clone(), results.lossy))
+                        .expect("done");
+                    index.recycle(results);
+                }
+            });
+            workers.push(tx);
+        }
+        ShardedCpu { workers, done }
+    }
+
+    fn run(&mut self, batch: IndexBatch) -> (IndexBatch, IndexResults) {
+        let mut found = vec![[0, 0]; batch.searches.len()];
+        let job = Arc::new(Job {
+            batch,
+            found: SharedOut(found.as_mut_ptr()),
+        });
+        for worker in &self.workers {
+            worker.send(job.clone()).expect("worker");
+        }
+        let mut results = IndexResults::default();
+        for _ in 0..self.workers.len() {
+            let (_, displaced, lossy) = self.done.recv().expect("worker done");
+            results.displaced.extend(displaced);
+            results.lossy += lossy;
+        }
+        results.found = found;
+        let job = Arc::try_unwrap(job).unwrap_or_else(|_| panic!("a worker kept the job"));
+        (job.batch, results)
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Millions of operations per second.
+fn mops(ops: usize, seconds: f64) -> f64 {
+    ops as f64 / seconds / 1e6
+}
+
+struct Keys {
+    held: Vec<KeyHash>,
+    rng: Rng,
+}
+
+impl Keys {
+    /// Half keys held by the index, half absent.
+    fn lookups(&mut self, n: usize) -> Vec<KeyHash> {
+        (0..n)
+            .map(|i| {
+                if i % 2 == 0 {
+                    self.held[self.rng.below(self.held.len())]
+                } else {
+                    KeyHash(self.rng.next_u64())
+                }
+            })
+            .collect()
+    }
+
+    /// `n` new keys at new locations.
+    fn fresh(&mut self, n: usize, next_location: &mut Location) -> Vec<(KeyHash, Location)> {
+        let first = *next_location;
+        *next_location += n as Location;
+        (0..n as Location)
+            .map(|i| (KeyHash(self.rng.next_u64()), first + i))
+            .collect()
+    }
+}
+
+/// Repetitions for a batch of `n`: enough operations to time, at least 5 batches.
+fn reps(n: usize, budget_ops: usize) -> usize {
+    (budget_ops / n).clamp(5, 200)
+}
+
+fn main() {
+    let o = options();
+    let slots = 1usize << o.slots_log2;
+    let mut gpu = match GpuIndex::open(slots) {
+        Ok(index) => index,
+        Err(e) => {
+            eprintln!("gpu_index bench: {e}");
+            std::process::exit(1);
+        }
+    };
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "device: {}; table 2^{} slots ({} MiB), filled to {:.0}%; {} CPU cores, sharded CPU on {} threads; {} rounds",
+        gpu.device_name(),
+        o.slots_log2,
+        (slots * 8) >> 20,
+        o.fill * 100.0,
+        cores,
+        o.threads,
+        o.rounds
+    );
+    let mut cpu1 = CpuIndex::new(slots).expect("cpu index");
+    let mut cpun = ShardedCpu::new(o.threads, slots);
+
+    // Fill all three tables with the same keys.
+    let mut keys = Keys {
+        held: Vec::new(),
+        rng: Rng::new(0x6b_e7c4),
+    };
+    let target = (slots as f64 * o.fill) as usize;
+    let mut next_location: Location = 1;
+    let started = Instant::now();
+    while keys.held.len() < target {
+        let n = (target - keys.held.len()).min(1 << 22);
+        let inserts = keys.fresh(n, &mut next_location);
+        keys.held.extend(inserts.iter().map(|&(k, _)| k));
+        let batch = IndexBatch {
+            inserts,
+            ..Default::default()
+        };
+        let (batch, r) = run_batch(&mut gpu, batch).expect("gpu fill");
+        assert_eq!(r.lossy, 0, "gpu dropped entries while filling");
+        let (batch, _) = run_batch(&mut cpu1, batch).expect("cpu fill");
+        cpun.run(batch);
+    }
+    println!(
+        "filled {} keys in {:.1} s",
+        keys.held.len(),
+        started.elapsed().as_secs_f64()
+    );
+
+    println!();
+    println!(
+        "{:>8} {:>8} | {:>10} {:>10} {:>10} | {:>8} {:>8} | {:>6}",
+        "op", "batch", "gpu kernel", "gpu +copy", "gpu pipe", "cpu 1", "cpu N", "pipe/N"
+    );
+    let mut summary = Vec::new();
+    for &n in &o.batches {
+        // Lookups.
+        let mut rows: [Vec<f64>; 5] = Default::default();
+        for _ in 0..o.rounds {
+            let r = reps(n, 1 << 25);
+            let (mut kernel, mut copied) = (Vec::new(), Vec::new());
+            for _ in 0..r {
+                let batch = IndexBatch {
+                    searches: keys.lookups(n),
+                    ..Default::default()
+                };
+                let (_, results, times) = gpu.run_timed(batch).expect("timed");
+                gpu.recycle(results);
+                kernel.push(mops(n, f64::from(times.search) / 1e3));
+                copied.push(mops(n, f64::from(times.total()) / 1e3));
+            }
+            rows[0].push(median(kernel));
+            rows[1].push(median(copied));
+            let batches: Vec<IndexBatch> = (0..3)
+                .map(|_| IndexBatch {
+                    searches: keys.lookups(n),
+                    ..Default::default()
+                })
+                .collect();
+            rows[2].push(pipelined(&mut gpu, batches, r.max(12)));
+            let batches: Vec<IndexBatch> = (0..3)
+                .map(|_| IndexBatch {
+                    searches: keys.lookups(n),
+                    ..Default::default()
+                })
+                .collect();
+            rows[3].push(serial(&mut cpu1, &batches, (r / 4).max(3)));
+            rows[4].push(sharded(&mut cpun, batches, (r / 2).max(3)));
+        }
+        summary.push(print_row("lookup", n, &rows));
+
+        // Inserts of fresh keys, then deletes of the same entries (the load stays at the fill).
+        let mut rows: [Vec<f64>; 5] = Default::default();
+        let mut delete_rows: [Vec<f64>; 5] = Default::default();
+        for _ in 0..o.rounds {
+            let r = reps(n, 1 << 23);
+            let (mut ins_k, mut ins_c, mut del_k, mut del_c) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..r {
+                let inserts = keys.fresh(n, &mut next_location);
+                let batch = IndexBatch {
+                    inserts: inserts.clone(),
+                    ..Default::default()
+                };
+                let (_, results, times) = gpu.run_timed(batch).expect("timed insert");
+                gpu.recycle(results);
+                ins_k.push(mops(n, f64::from(times.insert) / 1e3));
+                ins_c.push(mops(n, f64::from(times.total()) / 1e3));
+                let batch = IndexBatch {
+                    deletes: inserts,
+                    ..Default::default()
+                };
+                let (_, results, times) = gpu.run_timed(batch).expect("timed delete");
+                gpu.recycle(results);
+                del_k.push(mops(n, f64::from(times.delete) / 1e3));
+                del_c.push(mops(n, f64::from(times.total()) / 1e3));
+            }
+            rows[0].push(median(ins_k));
+            rows[1].push(median(ins_c));
+            delete_rows[0].push(median(del_k));
+            delete_rows[1].push(median(del_c));
+            // Through the trait: insert then delete batches alternating, pipelined on the GPU.
+            let pairs = (r / 2).max(3);
+            let mut batches = Vec::new();
+            for _ in 0..3 {
+                let inserts = keys.fresh(n, &mut next_location);
+                batches.push(IndexBatch {
+                    inserts: inserts.clone(),
+                    ..Default::default()
+                });
+                batches.push(IndexBatch {
+                    deletes: inserts,
+                    ..Default::default()
+                });
+            }
+            let (ins, del) = insert_delete_rates(&mut gpu, &batches, pairs, Mode::Gpu);
+            rows[2].push(ins);
+            delete_rows[2].push(del);
+            let (ins, del) = insert_delete_rates(&mut cpu1, &batches, pairs, Mode::Serial);
+            rows[3].push(ins);
+            delete_rows[3].push(del);
+            let (ins, del) = sharded_insert_delete(&mut cpun, &batches, pairs);
+            rows[4].push(ins);
+            delete_rows[4].push(del);
+        }
+        summary.push(print_row("insert", n, &rows));
+        summary.push(print_row("delete", n, &delete_rows));
+
+        // Mega-KV's 95/5 mix: 95% lookups, 5% inserts of fresh keys, and as many deletes of them
+        // a batch later (evictions), through the trait.
+        let mut rows: [Vec<f64>; 5] = Default::default();
+        for _ in 0..o.rounds {
+            let r = reps(n, 1 << 25);
+            let batches: Vec<IndexBatch> = (0..3)
+                .map(|_| {
+                    let sets = n / 20;
+                    let inserts = keys.fresh(sets, &mut next_location);
+                    IndexBatch {
+                        searches: keys.lookups(n - sets),
+                        deletes: inserts.clone(),
+                        inserts,
+                    }
+                })
+                .collect();
+            rows[2].push(pipelined(&mut gpu, batches.clone(), r.max(12)));
+            rows[3].push(serial(&mut cpu1, &batches, (r / 4).max(3)));
+            rows[4].push(sharded(&mut cpun, batches, (r / 2).max(3)));
+        }
+        summary.push(print_row("95/5", n, &rows));
+    }
+    println!();
+    println!("crossover (smallest batch where the pipelined GPU beats the sharded CPU):");
+    for op in ["lookup", "insert", "delete", "95/5"] {
+        let first = summary
+            .iter()
+            .find(|(o, _, ratio)| *o == op && *ratio > 1.0)
+            .map(|(_, n, _)| *n);
+        match first {
+            Some(n) => println!("  {op}: {n}"),
+            None => println!("  {op}: none of the sizes measured"),
+        }
+    }
+}
+
+fn print_row(op: &'static str, n: usize, rows: &[Vec<f64>; 5]) -> (&'static str, usize, f64) {
+    let m: Vec<f64> = rows
+        .iter()
+        .map(|r| {
+            if r.is_empty() {
+                f64::NAN
+            } else {
+                median(r.clone())
+            }
+        })
+        .collect();
+    let ratio = m[2] / m[4];
+    println!(
+        "{:>8} {:>8} | {:>10.1} {:>10.1} {:>10.1} | {:>8.1} {:>8.1} | {:>6.2}",
+        op, n, m[0], m[1], m[2], m[3], m[4], ratio
+    );
+    (op, n, ratio)
+}
+
+/// Runs `rounds` passes over `batches` with up to `max_in_flight` in flight; M ops/s, wall clock.
+fn pipelined(index: &mut GpuIndex, batches: Vec<IndexBatch>, total: usize) -> f64 {
+    let depth = index.max_in_flight();
+    let mut queue: std::collections::VecDeque<IndexBatch> = batches.into();
+    let started = Instant::now();
+    let mut submitted = 0;
+    let mut ops = 0;
+    let mut in_flight = 0;
+    while submitted < total || in_flight > 0 {
+        while in_flight < depth && submitted < total {
+            let batch = queue.pop_front().expect("a batch to submit");
+            ops += batch.len();
+            index.submit(batch).expect("submit");
+            in_flight += 1;
+            submitted += 1;
+        }
+        let (batch, results) = index.complete().expect("complete").expect("in flight");
+        index.recycle(results);
+        queue.push_back(batch);
+        in_flight -= 1;
+    }
+    mops(ops, started.elapsed().as_secs_f64())
+}
+
+fn serial(index: &mut CpuIndex, batches: &[IndexBatch], total: usize) -> f64 {
+    let started = Instant::now();
+    let mut ops = 0;
+    for i in 0..total {
+        let batch = batches[i % batches.len()].clone();
+        ops += batch.len();
+        let (_, results) = run_batch(index, batch).expect("cpu batch");
+        index.recycle(results);
+    }
+    // The clone is the caller's cost on both sides; it is small next to the probes.
+    mops(ops, started.elapsed().as_secs_f64())
+}
+
+fn sharded(index: &mut ShardedCpu, batches: Vec<IndexBatch>, total: usize) -> f64 {
+    let mut queue: std::collections::VecDeque<IndexBatch> = batches.into();
+    let started = Instant::now();
+    let mut ops = 0;
+    for _ in 0..total {
+        let batch = queue.pop_front().expect("batch");
+        ops += batch.len();
+        let (batch, _) = index.run(batch);
+        queue.push_back(batch);
+    }
+    mops(ops, started.elapsed().as_secs_f64())
+}
+
+enum Mode {
+    Gpu,
+    Serial,
+}
+
+/// Alternating insert and delete batches (`batches` holds insert, delete, insert, delete, ...);
+/// returns (inserts, deletes) in M ops/s, each over the time its own batches took (serial) or
+/// both over the whole run's time shared by operation count (pipelined GPU).
+fn insert_delete_rates<I: BatchIndex>(
+    index: &mut I,
+    batches: &[IndexBatch],
+    pairs: usize,
+    mode: Mode,
+) -> (f64, f64) {
+    match mode {
+        Mode::Gpu => {
+            let depth = index.max_in_flight();
+            let mut queue: std::collections::VecDeque<IndexBatch> =
+                batches.iter().cloned().collect();
+            let total = pairs * 2;
+            let (mut submitted, mut in_flight, mut ops) = (0, 0, 0);
+            let started = Instant::now();
+            while submitted < total || in_flight > 0 {
+                while in_flight < depth && submitted < total {
+                    let batch = queue.pop_front().expect("batch");
+                    ops += batch.len();
+                    index.submit(batch).expect("submit");
+                    in_flight += 1;
+                    submitted += 1;
+                }
+                let (batch, results) = index.complete().expect("complete").expect("in flight");
+                index.recycle(results);
+                queue.push_back(batch);
+                in_flight -= 1;
+            }
+            let rate = mops(ops, started.elapsed().as_secs_f64());
+            (rate, rate)
+        }
+        Mode::Serial => {
+            let (mut insert_s, mut delete_s, mut n_ins, mut n_del) = (0.0, 0.0, 0, 0);
+            for i in 0..pairs * 2 {
+                let batch = batches[i % batches.len()].clone();
+                let is_insert = !batch.inserts.is_empty();
+                let ops = batch.len();
+                let started = Instant::now();
+                let (_, results) = run_batch(index, batch).expect("batch");
+                let took = started.elapsed().as_secs_f64();
+                index.recycle(results);
+                if is_insert {
+                    insert_s += took;
+                    n_ins += ops;
+                } else {
+                    delete_s += took;
+                    n_del += ops;
+                }
+            }
+            (mops(n_ins, insert_s), mops(n_del, delete_s))
+        }
+    }
+}
+
+fn sharded_insert_delete(
+    index: &mut ShardedCpu,
+    batches: &[IndexBatch],
+    pairs: usize,
+) -> (f64, f64) {
+    let (mut insert_s, mut delete_s, mut n_ins, mut n_del) = (0.0, 0.0, 0, 0);
+    for i in 0..pairs * 2 {
+        let batch = batches[i % batches.len()].clone();
+        let is_insert = !batch.inserts.is_empty();
+        let ops = batch.len();
+        let started = Instant::now();
+        index.run(batch);
+        let took = started.elapsed().as_secs_f64();
+        if is_insert {
+            insert_s += took;
+            n_ins += ops;
+        } else {
+            delete_s += took;
+            n_del += ops;
+        }
+    }
+    (mops(n_ins, insert_s), mops(n_del, delete_s))
+}
