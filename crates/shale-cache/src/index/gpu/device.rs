@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    result, sys, CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
+    result, sys, CudaContext, CudaFunction, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::{self, CompileOptions};
 
@@ -396,19 +396,41 @@ fn threads_config(threads: u64) -> LaunchConfig {
 /// Largest job count of one kind in one batch (the kernels take counts as u32).
 pub(crate) const MAX_JOBS: usize = u32::MAX as usize;
 
+/// A launch of `kernel` with its first arguments, the table's: address, bucket mask, block mask.
+fn table_launch<'a>(
+    stream: &'a CudaStream,
+    kernel: &'a CudaFunction,
+    a: &'a BatchArgs,
+) -> LaunchArgs<'a> {
+    let mut launch = stream.launch_builder(kernel);
+    launch.arg(&a.table).arg(&a.bucket_mask).arg(&a.block_mask);
+    launch
+}
+
+/// As [`table_launch`], then the arguments both insert passes start with: keys, locations,
+/// count, displaced, pending.
+fn insert_launch<'a>(
+    stream: &'a CudaStream,
+    kernel: &'a CudaFunction,
+    a: &'a BatchArgs,
+) -> LaunchArgs<'a> {
+    let mut launch = table_launch(stream, kernel, a);
+    launch
+        .arg(&a.insert_keys)
+        .arg(&a.insert_locations)
+        .arg(&a.inserts)
+        .arg(&a.displaced)
+        .arg(&a.pending);
+    launch
+}
+
 impl Kernels {
     pub fn search(&self, stream: &CudaStream, a: &BatchArgs) -> Result<(), IndexError> {
         if a.searches == 0 {
             return Ok(());
         }
-        let mut launch = stream.launch_builder(&self.search);
-        launch
-            .arg(&a.table)
-            .arg(&a.bucket_mask)
-            .arg(&a.block_mask)
-            .arg(&a.search_keys)
-            .arg(&a.searches)
-            .arg(&a.found);
+        let mut launch = table_launch(stream, &self.search, a);
+        launch.arg(&a.search_keys).arg(&a.searches).arg(&a.found);
         // SAFETY: the argument list matches `index_search`; every address covers its count.
         unsafe { launch.launch(launch_config(a.searches)) }
             .map_err(|e| device_error("search launch", e))?;
@@ -419,11 +441,8 @@ impl Kernels {
         if a.deletes == 0 {
             return Ok(());
         }
-        let mut launch = stream.launch_builder(&self.delete);
+        let mut launch = table_launch(stream, &self.delete, a);
         launch
-            .arg(&a.table)
-            .arg(&a.bucket_mask)
-            .arg(&a.block_mask)
             .arg(&a.delete_keys)
             .arg(&a.delete_locations)
             .arg(&a.deletes);
@@ -440,16 +459,7 @@ impl Kernels {
         if a.inserts == 0 {
             return Ok(());
         }
-        let mut launch = stream.launch_builder(&self.update);
-        launch
-            .arg(&a.table)
-            .arg(&a.bucket_mask)
-            .arg(&a.block_mask)
-            .arg(&a.insert_keys)
-            .arg(&a.insert_locations)
-            .arg(&a.inserts)
-            .arg(&a.displaced)
-            .arg(&a.pending);
+        let mut launch = insert_launch(stream, &self.update, a);
         // SAFETY: the argument list matches `index_update`; every address covers its count.
         unsafe { launch.launch(launch_config(a.inserts)) }
             .map_err(|e| device_error("update launch", e))?;
@@ -469,16 +479,8 @@ impl Kernels {
         unsafe { launch.launch(threads_config(u64::from(a.inserts))) }
             .map_err(|e| device_error("elect launch", e))?;
 
-        let mut launch = stream.launch_builder(&self.place);
+        let mut launch = insert_launch(stream, &self.place, a);
         launch
-            .arg(&a.table)
-            .arg(&a.bucket_mask)
-            .arg(&a.block_mask)
-            .arg(&a.insert_keys)
-            .arg(&a.insert_locations)
-            .arg(&a.inserts)
-            .arg(&a.displaced)
-            .arg(&a.pending)
             .arg(&a.claim_keys)
             .arg(&a.claim_jobs)
             .arg(&a.claim_mask)
