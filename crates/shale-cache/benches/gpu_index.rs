@@ -44,6 +44,8 @@ fn options() -> Options {
         rounds: 3,
         threads: thread::available_parallelism().map_or(1, |n| n.get()),
         batches: vec![
+            1 << 6,
+            1 << 8,
             1 << 10,
             1 << 12,
             1 << 14,

@@ -8,6 +8,8 @@
 //! passes has its layout here too. This module is the only one that knows these offsets; the
 //! kernels get pointers to each array.
 
+use std::mem::MaybeUninit;
+
 use crate::index::{IndexBatch, IndexResults};
 
 /// Alignment of every array in the copied buffers (bytes).
@@ -75,7 +77,8 @@ impl BatchLayout {
     }
 
     /// Writes `batch` into `input`, which holds at least `in_bytes` and is [`ALIGN`]-aligned.
-    pub fn pack(&self, batch: &IndexBatch, input: &mut [u8]) {
+    /// Batches of [`PARALLEL_MIN_OPS`] operations or more are written by `threads` threads.
+    pub fn pack(&self, batch: &IndexBatch, input: &mut [u8], threads: usize) {
         assert!(
             input.len() >= self.in_bytes,
             "input buffer smaller than the batch"
@@ -85,31 +88,35 @@ impl BatchLayout {
             0,
             "input buffer misaligned"
         );
-        let keys = words_mut::<u64>(input, self.search_keys, self.searches);
-        for (word, key) in keys.iter_mut().zip(&batch.searches) {
-            *word = key.0;
-        }
-        let keys = words_mut::<u64>(input, self.delete_keys, self.deletes);
-        for (word, (key, _)) in keys.iter_mut().zip(&batch.deletes) {
-            *word = key.0;
-        }
-        let keys = words_mut::<u64>(input, self.insert_keys, self.inserts);
-        for (word, (key, _)) in keys.iter_mut().zip(&batch.inserts) {
-            *word = key.0;
-        }
-        let locations = words_mut::<u32>(input, self.delete_locations, self.deletes);
-        for (word, (_, location)) in locations.iter_mut().zip(&batch.deletes) {
-            *word = *location;
-        }
-        let locations = words_mut::<u32>(input, self.insert_locations, self.inserts);
-        for (word, (_, location)) in locations.iter_mut().zip(&batch.inserts) {
-            *word = *location;
-        }
+        // The five arrays as disjoint slices, in offset order.
+        let (region, rest) = input.split_at_mut(self.delete_keys);
+        let search_keys = words_mut::<u64>(region, 0, self.searches);
+        let (region, rest) = rest.split_at_mut(self.insert_keys - self.delete_keys);
+        let delete_keys = words_mut::<u64>(region, 0, self.deletes);
+        let (region, rest) = rest.split_at_mut(self.delete_locations - self.insert_keys);
+        let insert_keys = words_mut::<u64>(region, 0, self.inserts);
+        let (region, rest) = rest.split_at_mut(self.insert_locations - self.delete_locations);
+        let delete_locations = words_mut::<u32>(region, 0, self.deletes);
+        let insert_locations = words_mut::<u32>(rest, 0, self.inserts);
+
+        let threads = if batch.len() >= PARALLEL_MIN_OPS {
+            threads.max(1)
+        } else {
+            1
+        };
+        let mut parts = Parts::new(threads);
+        parts.add(search_keys, &batch.searches, |k| k.0);
+        parts.add(delete_keys, &batch.deletes, |(k, _)| k.0);
+        parts.add(insert_keys, &batch.inserts, |(k, _)| k.0);
+        parts.add(delete_locations, &batch.deletes, |(_, l)| *l);
+        parts.add(insert_locations, &batch.inserts, |(_, l)| *l);
+        parts.run();
     }
 
     /// Reads the results out of `output` into `results` (emptied first): the search answers,
-    /// the displaced locations (zeros dropped) and the lossy count.
-    pub fn unpack(&self, output: &[u8], results: &mut IndexResults) {
+    /// the displaced locations (zeros dropped) and the lossy count. Large batches are read by
+    /// `threads` threads, as in [`Self::pack`].
+    pub fn unpack(&self, output: &[u8], results: &mut IndexResults, threads: usize) {
         assert!(
             output.len() >= self.out_bytes,
             "output buffer smaller than the batch"
@@ -120,14 +127,78 @@ impl BatchLayout {
             "output buffer misaligned"
         );
         results.clear();
-        results
-            .found
-            .extend_from_slice(words::<[u32; 2]>(output, self.found, self.searches));
+        let found = words::<[u32; 2]>(output, self.found, self.searches);
+        let threads = if self.searches >= PARALLEL_MIN_OPS {
+            threads.max(1)
+        } else {
+            1
+        };
+        if threads == 1 {
+            results.found.extend_from_slice(found);
+        } else {
+            results.found.reserve(found.len());
+            let spare = &mut results.found.spare_capacity_mut()[..found.len()];
+            let mut parts = Parts::new(threads);
+            parts.add(spare, found, |pair| MaybeUninit::new(*pair));
+            parts.run();
+            // SAFETY: the capacity was reserved, and the parts wrote every one of the first
+            // `found.len()` elements (each chunk of `spare` is paired with an equal chunk of
+            // `found`; `scope` joined every thread before `run` returned).
+            unsafe { results.found.set_len(found.len()) };
+        }
         let displaced = words::<u32>(output, self.displaced, self.inserts);
         results
             .displaced
             .extend(displaced.iter().copied().filter(|&location| location != 0));
         results.lossy = words::<u32>(output, self.lossy, 1)[0] as usize;
+    }
+}
+
+/// Batches of at least this many operations are packed and unpacked by several threads: below
+/// it, starting threads costs more than the copy.
+pub(crate) const PARALLEL_MIN_OPS: usize = 1 << 17;
+
+/// One contiguous piece of copying work: fill `dst[i] = f(&src[i])`.
+type Piece<'a> = Box<dyn FnOnce() + Send + 'a>;
+
+/// Copies split into `threads` shares of about equal size, each share one piece of every array.
+struct Parts<'a> {
+    shares: Vec<Vec<Piece<'a>>>,
+}
+
+impl<'a> Parts<'a> {
+    fn new(threads: usize) -> Self {
+        Parts {
+            shares: (0..threads.max(1)).map(|_| Vec::new()).collect(),
+        }
+    }
+
+    /// Adds `dst[i] = f(&src[i])` for every i, split across the shares.
+    fn add<S: Sync, T: Send>(&mut self, dst: &'a mut [T], src: &'a [S], f: fn(&S) -> T) {
+        let chunk = dst.len().div_ceil(self.shares.len()).max(1);
+        for (share, (d, s)) in self
+            .shares
+            .iter_mut()
+            .zip(dst.chunks_mut(chunk).zip(src.chunks(chunk)))
+        {
+            share.push(Box::new(move || {
+                for (word, item) in d.iter_mut().zip(s) {
+                    *word = f(item);
+                }
+            }));
+        }
+    }
+
+    /// Runs every share, the first on this thread and the others on scoped threads.
+    fn run(self) {
+        let mut shares = self.shares.into_iter();
+        let first = shares.next().unwrap_or_default();
+        std::thread::scope(|scope| {
+            for share in shares.filter(|share| !share.is_empty()) {
+                scope.spawn(move || share.into_iter().for_each(|piece| piece()));
+            }
+            first.into_iter().for_each(|piece| piece());
+        });
     }
 }
 
@@ -258,7 +329,7 @@ mod tests {
         let l = BatchLayout::of(&batch);
         let mut buffer = aligned(l.in_bytes);
         let input = flat(&mut buffer);
-        l.pack(&batch, input);
+        l.pack(&batch, input, 1);
         assert_eq!(
             words::<u64>(input, l.search_keys, 5),
             batch.searches.iter().map(|k| k.0).collect::<Vec<_>>()
@@ -288,9 +359,47 @@ mod tests {
             displaced: vec![9],
             lossy: 9,
         };
-        l.unpack(output, &mut results);
+        l.unpack(output, &mut results, 1);
         assert_eq!(results.found, vec![[1, 0], [0, 4]]);
         assert_eq!(results.displaced, vec![12]);
         assert_eq!(results.lossy, 1);
+    }
+
+    #[test]
+    fn large_batches_pack_and_unpack_the_same_on_several_threads() {
+        let n = PARALLEL_MIN_OPS + 77;
+        let key = |i: usize| KeyHash((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let batch = IndexBatch {
+            searches: (0..n).map(key).collect(),
+            inserts: (0..n / 3).map(|i| (key(i + n), i as u32 + 1)).collect(),
+            deletes: (0..n / 5).map(|i| (key(i + 2 * n), i as u32 + 7)).collect(),
+        };
+        let l = BatchLayout::of(&batch);
+        let mut one = aligned(l.in_bytes);
+        let mut four = aligned(l.in_bytes);
+        l.pack(&batch, flat(&mut one), 1);
+        l.pack(&batch, flat(&mut four), 4);
+        assert!(
+            flat(&mut one) == flat(&mut four),
+            "packing on four threads differs"
+        );
+
+        let mut buffer = aligned(l.out_bytes);
+        let output = flat(&mut buffer);
+        for (i, pair) in words_mut::<[u32; 2]>(output, l.found, n)
+            .iter_mut()
+            .enumerate()
+        {
+            *pair = [i as u32, !(i as u32)];
+        }
+        let mut serial = IndexResults::default();
+        let mut parallel = IndexResults {
+            found: vec![[5, 5]; 3],
+            ..IndexResults::default()
+        };
+        l.unpack(output, &mut serial, 1);
+        l.unpack(output, &mut parallel, 4);
+        assert_eq!(serial.found.len(), n);
+        assert_eq!(serial, parallel);
     }
 }

@@ -51,6 +51,14 @@ pub const STAGES: usize = 3;
 const KERNEL_MAX_DISPLACEMENTS: usize = 5;
 const _: () = assert!(KERNEL_MAX_DISPLACEMENTS == MAX_DISPLACEMENTS);
 
+/// Most host threads that pack and unpack one batch by default.
+pub const MAX_HOST_THREADS: usize = 8;
+
+fn default_host_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / 2).clamp(1, MAX_HOST_THREADS)
+}
+
 /// Initial size of each stage's buffers (bytes); they grow to the largest batch seen.
 const INITIAL_STAGE_BYTES: usize = 64 << 10;
 
@@ -84,6 +92,8 @@ pub struct GpuIndex {
     shape: TableShape,
     /// Results buffers handed back by the caller, reused by later batches.
     spare: Vec<IndexResults>,
+    /// Threads that pack and unpack large batches (see [`GpuIndex::set_host_threads`]).
+    host_threads: usize,
     /// The stage the next batch goes to.
     next: usize,
     /// Stages holding a submitted batch, oldest first. INVARIANT: stages enter in rotation order.
@@ -161,10 +171,19 @@ impl GpuIndex {
             control,
             shape,
             spare: Vec::new(),
+            host_threads: default_host_threads(),
             next: 0,
             in_flight: VecDeque::with_capacity(STAGES),
             device,
         })
+    }
+
+    /// Sets how many host threads copy a large batch (at least 2^17 operations) into and out of
+    /// the transfer buffers; default [`MAX_HOST_THREADS`] or half the cores, whichever is fewer.
+    /// Those copies, not the GPU, bound a large batch's time through [`BatchIndex`]; 1 keeps them
+    /// on the calling thread.
+    pub fn set_host_threads(&mut self, threads: usize) {
+        self.host_threads = threads.max(1);
     }
 
     /// The GPU's name as the driver reports it (e.g. "NVIDIA H100 80GB HBM3").
@@ -229,7 +248,11 @@ impl GpuIndex {
         let scratch = ScratchLayout::new(layout.inserts);
         let stage = &mut self.stages[self.next];
         stage.reserve(&self.device, &layout, &scratch)?;
-        layout.pack(&batch, stage.host_in.slice_mut(layout.in_bytes));
+        layout.pack(
+            &batch,
+            stage.host_in.slice_mut(layout.in_bytes),
+            self.host_threads,
+        );
 
         let stream = &stage.stream;
         let mark = |i: usize| match timers {
@@ -410,7 +433,11 @@ impl BatchIndex for GpuIndex {
             .take()
             .ok_or_else(|| IndexError::Device("an in-flight stage lost its batch".into()))?;
         let mut results = self.spare.pop().unwrap_or_default();
-        layout.unpack(stage.host_out.slice(layout.out_bytes), &mut results);
+        layout.unpack(
+            stage.host_out.slice(layout.out_bytes),
+            &mut results,
+            self.host_threads,
+        );
         Ok(Some((batch, results)))
     }
 
