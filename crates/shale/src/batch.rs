@@ -96,8 +96,23 @@ impl WriteBatch {
         self.set_header_field(8, count.to_le_bytes());
     }
 
-    /// Appends every entry of `other` (used to merge a write group into one WAL record).
-    pub(crate) fn append(&mut self, other: &WriteBatch) {
+    /// The batch's bytes (layout in the module documentation), to carry it elsewhere: a
+    /// replication log stores them and gives them back to [`WriteBatch::from_data`].
+    pub fn data(&self) -> &[u8] {
+        &self.rep
+    }
+
+    /// A batch from bytes that [`WriteBatch::data`] gave (its sequence number is ignored).
+    ///
+    /// # Errors
+    /// `Corruption` when the bytes do not parse or their count does not match their entries.
+    pub fn from_data(data: Vec<u8>) -> Result<WriteBatch> {
+        WriteBatch::from_bytes(data)
+    }
+
+    /// Appends every entry of `other` (used to merge a write group into one WAL record, or many
+    /// clients' batches into one log entry).
+    pub fn append(&mut self, other: &WriteBatch) {
         self.rep.extend_from_slice(other.entries());
         let count = (self.len() + other.len()) as u32;
         self.set_header_field(8, count.to_le_bytes());

@@ -32,7 +32,7 @@ mod version;
 mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{Db, KeyRange, Snapshot, Stats};
+pub use db::{Checkpoint, Db, KeyRange, LogPosition, Snapshot, Stats};
 pub use error::{Error, ErrorKind, Result};
 pub use key::{SeqNo, ValueKind};
 pub use options::*;

@@ -59,6 +59,11 @@ fn worker(inner: &Arc<DbInner>) {
             inner.bg_cv.wait_for(&mut state, IDLE_WAKEUP);
             continue;
         }
+        if state.installing {
+            // A checkpoint is replacing the database's files (`replicated`): start nothing.
+            inner.bg_cv.wait_for(&mut state, IDLE_WAKEUP);
+            continue;
+        }
         if !state.flush_running && !state.sealed.is_empty() {
             state.flush_running = true;
             let result = flush_oldest(inner, &mut state);
@@ -114,6 +119,7 @@ fn flush_oldest(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<()
     };
     let mem = sealed.mem.clone();
     let sealed_last_seq = sealed.last_seq;
+    let position = sealed.position.clone();
     let number = state.versions.new_file_number();
     state.pending_outputs.insert(number);
     let snapshots: Vec<SeqNo> = state.snapshots.keys().copied().collect();
@@ -138,6 +144,7 @@ fn flush_oldest(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<()
     let blob_bytes = flushed.blob_bytes;
     flushed.add_to(&mut edit, &state.versions.current());
     edit.log_number = Some(state.sealed.get(1).map_or(state.mem_wal, |s| s.wal));
+    edit.log_position = position;
     // The MANIFEST's last sequence number is the last one in flushed data, not the last one
     // handed out: recovery expects the first WAL it replays to start right after it, and so
     // notices when that WAL was lost at a power loss while a newer one survived.
@@ -482,7 +489,8 @@ pub(crate) fn flush_all(inner: &DbInner) -> Result<()> {
     let target_wal = {
         let mut wal = inner.wal.lock();
         let mut state = inner.state.lock();
-        if !wal.mem.is_empty() {
+        // With an external log only the log seals memtables: wait for those sealed so far.
+        if !wal.mem.is_empty() && !inner.external_log {
             super::write::switch_memtable(inner, &mut wal, &mut state)?;
         }
         match state.sealed.back() {

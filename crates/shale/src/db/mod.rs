@@ -26,12 +26,15 @@ mod gc;
 mod key_range;
 mod open;
 mod read;
+mod replicated;
 mod snapshot;
 mod stall;
 mod stats;
 mod write;
 
 pub use key_range::KeyRange;
+pub use crate::version::edit::LogPosition;
+pub use replicated::Checkpoint;
 pub use snapshot::Snapshot;
 pub use stats::Stats;
 
@@ -82,6 +85,8 @@ pub(crate) struct Sealed {
     pub wal: u64,
     /// The last sequence number written to `mem`: the next WAL starts right after it.
     pub last_seq: SeqNo,
+    /// With an external log: the log entry that sealed it (its flush records this position).
+    pub position: Option<LogPosition>,
 }
 
 /// Mutable database state, under `DbInner::state`.
@@ -104,6 +109,9 @@ pub(crate) struct State {
     pub manual_waiting: usize,
     /// Blob garbage collection in progress.
     pub gc: gc::GcState,
+    /// A checkpoint is being installed in place of the database's files: background work
+    /// starts nothing new.
+    pub installing: bool,
 }
 
 pub(crate) struct DbInner {
@@ -136,6 +144,9 @@ pub(crate) struct DbInner {
     pub poison: Mutex<Option<Error>>,
     pub poisoned: AtomicBool,
     pub closed: AtomicBool,
+    /// Opened with an external log (see `replicated`): no WAL, writes only through
+    /// `Db::apply_logged`, memtables sealed only by `Db::seal_memtable`.
+    pub external_log: bool,
     _lock: Box<dyn FileLock>,
 }
 
@@ -148,7 +159,7 @@ impl Db {
     /// or a missing database with `create_if_missing = false`; `Corruption` naming the file and
     /// offset when recovery meets damaged bytes; `Io` when the file system fails.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let inner = Arc::new(open::open(path.as_ref(), options)?);
+        let inner = Arc::new(open::open(path.as_ref(), options, false)?);
         let threads = background::start(&inner)?;
         Ok(Db {
             inner,

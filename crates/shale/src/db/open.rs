@@ -32,7 +32,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
 
-pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
+/// Opens the database in `dir`. With `external_log` the database keeps no WAL: its writes come
+/// from an external log (see `db::replicated`), nothing is replayed, and the memtables start
+/// empty at the log position the MANIFEST records.
+pub(crate) fn open(dir: &Path, options: Options, external_log: bool) -> Result<DbInner> {
     options.validate()?;
     let fs = options.fs.clone();
     let current_exists = fs.exists(&filename::current(dir));
@@ -112,6 +115,13 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
         })
         .collect();
     wals.sort_unstable();
+    if external_log && !wals.is_empty() {
+        return Err(Error::invalid_argument(format!(
+            "{} holds WALs not yet flushed: it was written with its own WAL, so it cannot be \
+             opened with an external log",
+            dir.display()
+        )));
+    }
 
     // Replay into L0 SSTs. The inner struct is built first so flush helpers can be reused.
     let membuffer_prefix = store_prefix_bits(&versions);
@@ -120,11 +130,16 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
         options.membuffer_prefix_bits.unwrap_or(membuffer_prefix),
     );
     let wal_number = versions.new_file_number();
-    let wal_path = filename::wal(dir, wal_number);
-    let mut wal_file = fs
-        .create(&wal_path)
-        .ctx(|| format!("create {}", wal_path.display()))?;
-    wal_file.preallocate(crate::wal::PREALLOCATE_CHUNK);
+    let wal_file = if external_log {
+        super::replicated::no_wal()
+    } else {
+        let wal_path = filename::wal(dir, wal_number);
+        let mut wal_file = fs
+            .create(&wal_path)
+            .ctx(|| format!("create {}", wal_path.display()))?;
+        wal_file.preallocate(crate::wal::PREALLOCATE_CHUNK);
+        wal_file
+    };
     let last_seq = versions.last_seq();
     let blob_cache = BlobFileCache::new(dir.to_path_buf(), fs.clone(), options.max_open_files);
     let bg_cv = Arc::new(Condvar::new());
@@ -163,6 +178,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
             compactions_running: 0,
             manual_waiting: 0,
             gc: Default::default(),
+            installing: false,
         }),
         bg_cv,
         gc_engine,
@@ -183,6 +199,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
         poison: Mutex::new(None),
         poisoned: AtomicBool::new(false),
         closed: AtomicBool::new(false),
+        external_log,
         _lock: lock,
     };
 
@@ -202,7 +219,11 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<DbInner> {
             .fs
             .sync_dir(&inner.dir)
             .ctx(|| format!("sync directory {}", inner.dir.display()))?;
-        inner.wal.lock().last_seq = seq;
+        {
+            let mut wal = inner.wal.lock();
+            wal.last_seq = seq;
+            wal.applied_index = state.versions.log_position().map_or(0, |p| p.index);
+        }
         inner
             .visible_seq
             .store(seq, std::sync::atomic::Ordering::Release);

@@ -81,6 +81,9 @@ pub(crate) struct WalState {
     pub last_seq: SeqNo,
     /// The batch being committed (reused between groups).
     pub group: WriteBatch,
+    /// With an external log: the index of the last log entry applied (or sealed at).
+    // INVARIANT: only grows; `Db::apply_logged` refuses an entry at or below it.
+    pub applied_index: u64,
     /// Earlier WALs whose bytes were handed to the operating system but not fsynced, oldest first.
     // INVARIANT: every fsync of a WAL first fsyncs these (`sync_all`), so a write acknowledged as
     // synced never follows a write that a power loss can still take; recovery stops at the first
@@ -102,6 +105,7 @@ impl WalState {
             mem,
             last_seq,
             group: WriteBatch::new(),
+            applied_index: 0,
             retired: Vec::new(),
             slowdown_debt_micros: 0.0,
         }
@@ -113,6 +117,11 @@ pub(crate) fn write(inner: &Arc<DbInner>, batch: WriteBatch, durability: Durabil
     inner.check_open()?;
     if let Some(e) = inner.poison_error() {
         return Err(e);
+    }
+    if inner.external_log {
+        return Err(Error::invalid_argument(
+            "this database has an external log: writes go through Db::apply_logged",
+        ));
     }
     validate(inner, &batch)?;
     if batch.is_empty() {
@@ -167,7 +176,7 @@ fn poll_for_answer(me: &Writer) {
     }
 }
 
-fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
+pub(crate) fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
     if batch.encoded_len() > MAX_BATCH_BYTES {
         return Err(Error::invalid_argument(format!(
             "write batch of {} bytes exceeds the limit of {MAX_BATCH_BYTES} bytes",
@@ -292,7 +301,17 @@ pub(crate) fn commit_group(
     if sync {
         sync_all(inner, wal)?;
     }
+    insert_group(inner, wal, first_seq)?;
+    inner
+        .counters
+        .wal_bytes_written
+        .fetch_add(payload_len, Ordering::Relaxed);
+    Ok(())
+}
 
+/// Inserts `wal.group` into the active memtable under sequence numbers from `first_seq` on and
+/// makes it visible. Requires the WAL lock (held as `wal`).
+pub(crate) fn insert_group(inner: &DbInner, wal: &mut WalState, first_seq: SeqNo) -> Result<()> {
     let mut seq = first_seq;
     let mut user_bytes = 0u64;
     // The memory an insert reads first (a membuffer bucket, an index slot) is a cache miss for
@@ -312,11 +331,9 @@ pub(crate) fn commit_group(
     }
     wal.last_seq = seq - 1;
     inner.visible_seq.store(wal.last_seq, Ordering::Release);
-
-    let c = &inner.counters;
-    c.wal_bytes_written
-        .fetch_add(payload_len, Ordering::Relaxed);
-    c.user_bytes_written
+    inner
+        .counters
+        .user_bytes_written
         .fetch_add(user_bytes, Ordering::Relaxed);
     Ok(())
 }
@@ -414,17 +431,33 @@ pub(crate) fn switch_memtable(
     wal: &mut WalState,
     state: &mut State,
 ) -> Result<()> {
+    switch_memtable_at(inner, wal, state, None)
+}
+
+/// [`switch_memtable`], recording the external log `position` that seals the memtable (with an
+/// external log no WAL file is created).
+pub(crate) fn switch_memtable_at(
+    inner: &DbInner,
+    wal: &mut WalState,
+    state: &mut State,
+    position: Option<crate::version::edit::LogPosition>,
+) -> Result<()> {
     let number = state.versions.new_file_number();
-    let path = filename::wal(&inner.dir, number);
-    let mut file = inner
-        .fs
-        .create(&path)
-        .map_err(|e| Error::io(e, format!("create {}", path.display())))?;
-    file.preallocate(crate::wal::PREALLOCATE_CHUNK);
-    inner
-        .fs
-        .sync_dir(&inner.dir)
-        .map_err(|e| Error::io(e, format!("sync directory {}", inner.dir.display())))?;
+    let file = if inner.external_log {
+        super::replicated::no_wal()
+    } else {
+        let path = filename::wal(&inner.dir, number);
+        let mut file = inner
+            .fs
+            .create(&path)
+            .map_err(|e| Error::io(e, format!("create {}", path.display())))?;
+        file.preallocate(crate::wal::PREALLOCATE_CHUNK);
+        inner
+            .fs
+            .sync_dir(&inner.dir)
+            .map_err(|e| Error::io(e, format!("sync directory {}", inner.dir.display())))?;
+        file
+    };
     // The old WAL is handed to the operating system, not fsynced: a switch must not stop every
     // writer for an fsync of a whole memtable's log. The next fsync of any WAL syncs it first
     // (see `WalState::retired`); once its memtable is in an SST it is obsolete and dropped.
@@ -450,6 +483,7 @@ pub(crate) fn switch_memtable(
         mem: old_mem,
         wal: old_number,
         last_seq: wal.last_seq,
+        position,
     });
     state.mem = mem;
     state.mem_wal = number;

@@ -115,4 +115,19 @@ pub trait Fs: Send + Sync + 'static {
     /// Takes an exclusive lock on `path` (created if missing). Fails with `WouldBlock` when another
     /// holder has it.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+    /// Makes `to` (which must not exist) hold the same bytes as `from`, a file nobody appends to
+    /// any more: a hard link where the file system has them, otherwise a copy (the default, which
+    /// also syncs the copy). Like a creation, the new name is durable after [`Fs::sync_dir`].
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        if self.exists(to) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} exists", to.display()),
+            ));
+        }
+        let bytes = self.read_all(from)?;
+        let mut file = self.create(to)?;
+        file.append(&bytes)?;
+        file.sync()
+    }
 }

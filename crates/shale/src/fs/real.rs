@@ -258,6 +258,10 @@ impl Fs for RealFs {
         File::open(path)?.sync_all()
     }
 
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::hard_link(from, to)
+    }
+
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
         let file = OpenOptions::new()
             .read(true)

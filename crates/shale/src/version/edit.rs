@@ -34,6 +34,7 @@ const TAG_BLOB_FILE: u64 = 7;
 const TAG_BLOB_DEAD: u64 = 8;
 const TAG_DELETED_BLOB_FILE: u64 = 9;
 // Tags 10 to 15 are reserved for later blob-file fields.
+const TAG_LOG_POSITION: u64 = 16;
 /// Closes every edit. Do not change: on-disk format (and it must stay non-zero).
 const TAG_END: u64 = 0x7f;
 
@@ -105,6 +106,19 @@ pub(crate) struct VersionEdit {
     pub blob_dead: Vec<BlobDeadEdit>,
     /// Logical blob files removed (applied last).
     pub deleted_blob_files: Vec<u64>,
+    /// With an external log: the last log entry whose writes the version's files hold.
+    pub log_position: Option<LogPosition>,
+}
+
+/// A place in an external log (a replication log that serves as the write-ahead log): the index
+/// of an entry, and bytes the log's owner keeps with it (for Raft: the entry's term and the
+/// cluster membership as of that entry). The engine stores the bytes as they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogPosition {
+    /// The entry's index in the log.
+    pub index: u64,
+    /// Opaque to the engine.
+    pub context: Vec<u8>,
 }
 
 impl VersionEdit {
@@ -190,6 +204,11 @@ impl VersionEdit {
             put_varint64(buf, TAG_DELETED_BLOB_FILE);
             put_varint64(buf, *logical);
         }
+        if let Some(p) = &self.log_position {
+            put_varint64(buf, TAG_LOG_POSITION);
+            put_varint64(buf, p.index);
+            put_length_prefixed(buf, &p.context);
+        }
         put_varint64(buf, TAG_END);
     }
 
@@ -249,6 +268,11 @@ impl VersionEdit {
                 TAG_DELETED_BLOB_FILE => edit
                     .deleted_blob_files
                     .push(r.varint64().ok_or_else(truncated)?),
+                TAG_LOG_POSITION => {
+                    let index = r.varint64().ok_or_else(truncated)?;
+                    let context = r.length_prefixed().ok_or_else(truncated)?.to_vec();
+                    edit.log_position = Some(LogPosition { index, context });
+                }
                 other => return Err(format!("unknown field tag {other} at byte {at}")),
             }
         }
@@ -395,15 +419,17 @@ mod tests {
                 (0usize..7, proptest::collection::vec(any::<u8>(), 0..10)),
                 0..3,
             ),
+            proptest::option::of((any::<u64>(), proptest::collection::vec(any::<u8>(), 0..30))),
         )
             .prop_map(
-                |(new_files, deleted_files, c, compact_pointers)| VersionEdit {
+                |(new_files, deleted_files, c, compact_pointers, position)| VersionEdit {
                     new_files,
                     deleted_files,
                     log_number: c[0],
                     next_file_number: c[1],
                     last_seq: c[2],
                     compact_pointers,
+                    log_position: position.map(|(index, context)| LogPosition { index, context }),
                     ..Default::default()
                 },
             )

@@ -12,7 +12,7 @@
 //! may hold a partial record; the caller must stop writing (poison the database). Recovery cuts a
 //! torn MANIFEST tail.
 
-use super::edit::VersionEdit;
+use super::edit::{LogPosition, VersionEdit};
 use super::version::Version;
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
@@ -38,6 +38,8 @@ pub(crate) struct VersionSet {
     manifest: Option<(u64, LogWriter)>,
     /// Per level, the largest key of the last compaction, so the next one starts after it.
     compact_pointers: Vec<Vec<u8>>,
+    /// With an external log: the last log entry whose writes the version's files hold.
+    log_position: Option<LogPosition>,
 }
 
 impl VersionSet {
@@ -59,6 +61,7 @@ impl VersionSet {
             log_number: 0,
             manifest: None,
             compact_pointers: vec![Vec::new(); num_levels],
+            log_position: None,
         };
         set.write_new_manifest()?;
         Ok(set)
@@ -103,6 +106,7 @@ impl VersionSet {
         let mut next_file_number = None;
         let mut last_seq = None;
         let mut log_number = None;
+        let mut log_position = None;
         let mut compact_pointers = vec![Vec::new(); num_levels];
         let mut reader = LogReader::new(data, manifest_path.clone(), TailPolicy::CutTornTailOnly);
         let mut records = 0u64;
@@ -128,6 +132,7 @@ impl VersionSet {
             next_file_number = edit.next_file_number.or(next_file_number);
             last_seq = edit.last_seq.or(last_seq);
             log_number = edit.log_number.or(log_number);
+            log_position = edit.log_position.or(log_position);
             for (level, key) in edit.compact_pointers {
                 compact_pointers[level] = key;
             }
@@ -162,6 +167,7 @@ impl VersionSet {
             log_number,
             manifest: None,
             compact_pointers,
+            log_position,
         };
         if let Some(filename::FileKind::Manifest(n)) = filename::parse(name) {
             set.next_file_number = set.next_file_number.max(n + 1);
@@ -173,8 +179,18 @@ impl VersionSet {
     /// Used at open (so recovery never appends to an old file) and when the MANIFEST grows too big.
     pub(crate) fn write_new_manifest(&mut self) -> Result<()> {
         let number = self.new_file_number();
-        let path = filename::manifest(&self.dir, number);
+        let writer = self.write_snapshot_manifest(&self.dir, number)?;
+        self.set_current(&self.dir, number)?;
+        self.manifest = Some((number, writer));
+        Ok(())
+    }
+
+    /// Writes a MANIFEST numbered `number` in `dir` holding a snapshot of the current state, and
+    /// syncs it; returns its writer.
+    fn write_snapshot_manifest(&self, dir: &Path, number: u64) -> Result<LogWriter> {
+        let path = filename::manifest(dir, number);
         let mut edit = self.current.snapshot_edit();
+        edit.log_position = self.log_position.clone();
         edit.next_file_number = Some(self.next_file_number);
         edit.last_seq = Some(self.last_seq);
         edit.log_number = Some(self.log_number);
@@ -196,18 +212,26 @@ impl VersionSet {
             .add_record(&record)
             .ctx(|| format!("write {}", path.display()))?;
         writer.sync().ctx(|| format!("sync {}", path.display()))?;
-        self.set_current(number)?;
-        self.manifest = Some((number, writer));
-        Ok(())
+        Ok(writer)
     }
 
-    fn set_current(&self, manifest_number: u64) -> Result<()> {
+    /// Writes a MANIFEST and CURRENT describing the current version into `dir` (a checkpoint of
+    /// the database, whose files the caller places there), and syncs them and the directory.
+    /// Returns the MANIFEST's number.
+    pub(crate) fn write_checkpoint_manifest(&self, dir: &Path) -> Result<u64> {
+        let number = self.next_file_number;
+        self.write_snapshot_manifest(dir, number)?;
+        self.set_current(dir, number)?;
+        Ok(number)
+    }
+
+    fn set_current(&self, dir: &Path, manifest_number: u64) -> Result<()> {
         // The temporary file's number is derived from the MANIFEST's so it needs no counter update.
-        let tmp = self.dir.join(format!(
+        let tmp = dir.join(format!(
             "{}.dbtmp",
             filename::manifest_name(manifest_number)
         ));
-        let current = filename::current(&self.dir);
+        let current = filename::current(dir);
         let mut file = self
             .fs
             .create(&tmp)
@@ -221,8 +245,8 @@ impl VersionSet {
             .rename(&tmp, &current)
             .ctx(|| format!("rename {} to CURRENT", tmp.display()))?;
         self.fs
-            .sync_dir(&self.dir)
-            .ctx(|| format!("sync directory {}", self.dir.display()))
+            .sync_dir(dir)
+            .ctx(|| format!("sync directory {}", dir.display()))
     }
 
     /// Writes `edit` to the MANIFEST, syncs it, and installs the resulting version.
@@ -260,6 +284,9 @@ impl VersionSet {
     fn install(&mut self, version: Version, edit: &VersionEdit) {
         if let Some(n) = edit.log_number {
             self.log_number = n;
+        }
+        if let Some(p) = &edit.log_position {
+            self.log_position = Some(p.clone());
         }
         for (level, key) in &edit.compact_pointers {
             self.compact_pointers[*level] = key.clone();
@@ -312,6 +339,43 @@ impl VersionSet {
 
     pub(crate) fn log_number(&self) -> u64 {
         self.log_number
+    }
+
+    /// With an external log: the last log entry whose writes the current version's files hold.
+    pub(crate) fn log_position(&self) -> Option<&LogPosition> {
+        self.log_position.as_ref()
+    }
+
+    /// Replaces the whole state with another database's (a checkpoint installed in place of this
+    /// one: see `db::replicated`) and writes it as a fresh MANIFEST. The caller has placed the
+    /// version's files in the directory. Counters only move forward.
+    pub(crate) fn replace(
+        &mut self,
+        version: Version,
+        last_seq: SeqNo,
+        log_position: Option<LogPosition>,
+        next_file_number: u64,
+    ) -> Result<()> {
+        self.handed_out.retain(|v| v.strong_count() > 0);
+        self.handed_out.push(Arc::downgrade(&self.current));
+        self.current = Arc::new(version);
+        self.last_seq = self.last_seq.max(last_seq);
+        self.log_position = log_position;
+        self.next_file_number = self.next_file_number.max(next_file_number);
+        for p in &mut self.compact_pointers {
+            p.clear();
+        }
+        let old = self.manifest.take().map(|(n, _)| n);
+        self.write_new_manifest()?;
+        if let Some(old) = old {
+            let _ = self.fs.remove_file(&filename::manifest(&self.dir, old));
+        }
+        Ok(())
+    }
+
+    /// The next file number that will be handed out.
+    pub(crate) fn next_file_number(&self) -> u64 {
+        self.next_file_number
     }
 
     pub(crate) fn manifest_number(&self) -> Option<u64> {
