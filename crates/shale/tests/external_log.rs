@@ -26,7 +26,7 @@ fn batch(i: u64) -> WriteBatch {
         format!("key{:05}", i % 300),
         format!("v{i}-{}", "x".repeat((i % 7 * 60) as usize)),
     );
-    if i % 11 == 0 {
+    if i.is_multiple_of(11) {
         b.delete(format!("key{:05}", (i * 7) % 300));
     }
     b
@@ -42,7 +42,7 @@ fn position(index: u64) -> LogPosition {
 /// Applies log entries `from..=to`: every 50th seals the memtable, the rest write.
 fn apply(db: &Db, from: u64, to: u64) {
     for i in from..=to {
-        if i % 50 == 0 {
+        if i.is_multiple_of(50) {
             db.seal_memtable(position(i)).unwrap();
         } else {
             db.apply_logged(i, &batch(i)).unwrap();
@@ -180,7 +180,7 @@ fn a_power_loss_keeps_the_last_synced_flush_and_its_position() {
             let db = Db::open_with_external_log(dir, options(&fs)).unwrap();
             fs.cut_power_after(cut);
             for i in 1..=400u64 {
-                let r = if i % 50 == 0 {
+                let r = if i.is_multiple_of(50) {
                     db.seal_memtable(position(i))
                 } else {
                     db.apply_logged(i, &batch(i))
