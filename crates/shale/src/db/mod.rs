@@ -32,8 +32,8 @@ mod stall;
 mod stats;
 mod write;
 
-pub use key_range::KeyRange;
 pub use crate::version::edit::LogPosition;
+pub use key_range::KeyRange;
 pub use replicated::Checkpoint;
 pub use snapshot::Snapshot;
 pub use stats::Stats;

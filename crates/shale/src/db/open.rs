@@ -222,7 +222,7 @@ pub(crate) fn open(dir: &Path, options: Options, external_log: bool) -> Result<D
         {
             let mut wal = inner.wal.lock();
             wal.last_seq = seq;
-            wal.applied_index = state.versions.log_position().map_or(0, |p| p.index);
+            wal.applied_index = state.versions.log_position().map(|p| p.index);
         }
         inner
             .visible_seq

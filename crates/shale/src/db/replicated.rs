@@ -74,8 +74,9 @@ impl Db {
         self.inner.state.lock().versions.log_position().cloned()
     }
 
-    /// The index of the last log entry applied or sealed at (after open: the flushed index).
-    pub fn applied_index(&self) -> u64 {
+    /// The index of the last log entry applied or sealed at (after open: the flushed index);
+    /// `None` before the first.
+    pub fn applied_index(&self) -> Option<u64> {
         self.inner.wal.lock().applied_index
     }
 
@@ -85,13 +86,16 @@ impl Db {
         self.inner.wal.lock().mem.approximate_bytes() >= self.inner.options.write_buffer_size
     }
 
-    /// Whether writes should wait: the engine's write controller asks for a slowdown or a stop
-    /// (too many L0 files, sealed memtables or pending compaction bytes). The log's leader holds
-    /// back new entries meanwhile.
+    /// Whether writes should wait: the engine's write controller asks for a stop (too many L0
+    /// files or pending compaction bytes), or the memtable is full while the next seal would
+    /// wait for a flush. The log's leader holds back new entries meanwhile.
     pub fn write_pressure(&self) -> bool {
-        let state = self.inner.state.lock();
-        !matches!(self.inner.controller.get(), super::stall::Pressure::None)
-            || state.sealed.len() + 1 >= self.inner.options.max_write_buffers
+        if self.inner.controller.get() == super::stall::Pressure::Stop {
+            return true;
+        }
+        // The next seal would wait for a flush: hold writes back before the memtable overflows.
+        let sealed = self.inner.state.lock().sealed.len();
+        sealed + 1 >= self.inner.options.max_write_buffers && self.memtable_full()
     }
 
     /// Applies `batch`, the writes of log entry `index`, to the active memtable under the next
@@ -107,7 +111,7 @@ impl Db {
         validate(inner, batch)?;
         let mut wal = inner.wal.lock();
         check_index(&wal, index)?;
-        wal.applied_index = index;
+        wal.applied_index = Some(index);
         if batch.is_empty() {
             return Ok(());
         }
@@ -147,7 +151,7 @@ impl Db {
                 .stall_micros
                 .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
         }
-        wal.applied_index = position.index;
+        wal.applied_index = Some(position.index);
         switch_memtable_at(inner, &mut wal, &mut state, Some(position))
     }
 
@@ -160,7 +164,7 @@ impl Db {
         check_external(&self.inner)?;
         let mut wal = self.inner.wal.lock();
         check_index(&wal, index)?;
-        wal.applied_index = index;
+        wal.applied_index = Some(index);
         Ok(())
     }
 
@@ -328,7 +332,7 @@ fn install_locked(
     state.mem = mem;
     state.sealed.clear();
     wal.last_seq = theirs.last_seq();
-    wal.applied_index = theirs.log_position().map_or(0, |p| p.index);
+    wal.applied_index = theirs.log_position().map(|p| p.index);
     inner.visible_seq.store(wal.last_seq, Ordering::Release);
     inner.install_super_version(state);
     Ok(())
@@ -348,14 +352,13 @@ fn check_external(inner: &DbInner) -> Result<()> {
 }
 
 fn check_index(wal: &super::write::WalState, index: u64) -> Result<()> {
-    if index <= wal.applied_index {
-        return Err(Error::invalid_argument(format!(
-            "log entry {index} is not after the last applied entry {}: an entry is never applied \
-             twice",
-            wal.applied_index
-        )));
+    match wal.applied_index {
+        Some(applied) if index <= applied => Err(Error::invalid_argument(format!(
+            "log entry {index} is not after the last applied entry {applied}: an entry is never \
+             applied twice"
+        ))),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 fn link(inner: &DbInner, from: &Path, to: &Path) -> Result<()> {

@@ -81,9 +81,9 @@ pub(crate) struct WalState {
     pub last_seq: SeqNo,
     /// The batch being committed (reused between groups).
     pub group: WriteBatch,
-    /// With an external log: the index of the last log entry applied (or sealed at).
+    /// With an external log: the index of the last log entry applied (or sealed at), if any.
     // INVARIANT: only grows; `Db::apply_logged` refuses an entry at or below it.
-    pub applied_index: u64,
+    pub applied_index: Option<u64>,
     /// Earlier WALs whose bytes were handed to the operating system but not fsynced, oldest first.
     // INVARIANT: every fsync of a WAL first fsyncs these (`sync_all`), so a write acknowledged as
     // synced never follows a write that a power loss can still take; recovery stops at the first
@@ -105,7 +105,7 @@ impl WalState {
             mem,
             last_seq,
             group: WriteBatch::new(),
-            applied_index: 0,
+            applied_index: None,
             retired: Vec::new(),
             slowdown_debt_micros: 0.0,
         }

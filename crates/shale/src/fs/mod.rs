@@ -115,6 +115,12 @@ pub trait Fs: Send + Sync + 'static {
     /// Takes an exclusive lock on `path` (created if missing). Fails with `WouldBlock` when another
     /// holder has it.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+    /// Removes the empty directory `path`. File systems without directories of their own (the
+    /// in-memory ones) have nothing to do (the default).
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        let _ = path;
+        Ok(())
+    }
     /// Makes `to` (which must not exist) hold the same bytes as `from`, a file nobody appends to
     /// any more: a hard link where the file system has them, otherwise a copy (the default, which
     /// also syncs the copy). Like a creation, the new name is durable after [`Fs::sync_dir`].

@@ -1,0 +1,149 @@
+//! How nodes talk: the messages, the [`Transport`] that carries them, and [`Service`], the
+//! receiving end that hands them to the local Raft node.
+//!
+//! Two transports: `tcp` (real servers: framed bincode over TCP, one connection per peer for
+//! Raft messages and a connection of its own per snapshot transfer, so a snapshot never queues
+//! heartbeats behind it) and `local` (in-process clusters for tests, with injected faults).
+
+pub mod local;
+pub mod tcp;
+
+use crate::raft::{
+    AppendRequest, AppendResponse, NodeId, NodeInfo, Raft, SnapshotMeta, SnapshotResp, Vote,
+    VoteReq, VoteResp,
+};
+use crate::snapshot::{Piece, Receiver, SnapshotFiles};
+use crate::state_machine::Shared;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::sync::Arc;
+
+/// A Raft message from one node to another.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Rpc {
+    /// Log entries or a heartbeat.
+    Append(AppendRequest),
+    /// A request for a vote.
+    Vote(VoteReq),
+}
+
+/// The answer to an [`Rpc`].
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcReply {
+    /// To `Append`.
+    Append(AppendResponse),
+    /// To `Vote`.
+    Vote(VoteResp),
+    /// The receiving node could not handle the message (it is stopping).
+    Failed(String),
+}
+
+/// Carries messages and snapshots between nodes.
+pub trait Transport: Send + Sync + 'static {
+    /// Sends `rpc` from node `from` to node `target` (listening at `info`) and waits for the reply.
+    /// An error means no reply came (the message may or may not have arrived).
+    fn call(
+        &self,
+        from: NodeId,
+        target: NodeId,
+        info: &NodeInfo,
+        rpc: Rpc,
+    ) -> BoxFuture<'static, io::Result<RpcReply>>;
+
+    /// Streams the snapshot `files` to `target`, which installs it; returns its answer.
+    fn send_snapshot(
+        &self,
+        from: NodeId,
+        target: NodeId,
+        info: &NodeInfo,
+        vote: Vote,
+        meta: SnapshotMeta,
+        files: SnapshotFiles,
+    ) -> BoxFuture<'static, io::Result<SnapshotResp>>;
+}
+
+/// The receiving end of one node: hands messages to its Raft node and receives snapshots.
+#[derive(Clone)]
+pub struct Service {
+    pub(crate) raft: Raft,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Service {
+    /// Handles one message.
+    pub async fn handle(&self, rpc: Rpc) -> RpcReply {
+        match rpc {
+            Rpc::Append(req) => match self.raft.append_entries(req).await {
+                Ok(r) => RpcReply::Append(r),
+                Err(e) => RpcReply::Failed(e.to_string()),
+            },
+            Rpc::Vote(req) => match self.raft.vote(req).await {
+                Ok(r) => RpcReply::Vote(r),
+                Err(e) => RpcReply::Failed(e.to_string()),
+            },
+        }
+    }
+
+    /// Starts receiving a snapshot into a fresh directory.
+    ///
+    /// # Errors
+    /// The directory cannot be created.
+    pub fn begin_snapshot(&self) -> io::Result<Receiver> {
+        let (fs, dir) = {
+            let mut store = self.shared.snapshots.lock();
+            (store.fs().clone(), store.new_dir())
+        };
+        Receiver::new(fs, dir)
+    }
+
+    /// Installs a completely received snapshot.
+    ///
+    /// # Errors
+    /// The files are incomplete, or the node is stopping.
+    pub async fn install_snapshot(
+        &self,
+        vote: Vote,
+        meta: SnapshotMeta,
+        receiver: Receiver,
+    ) -> io::Result<SnapshotResp> {
+        let files = receiver.finish()?;
+        let dir = files.dir.clone();
+        let fs = files.fs.clone();
+        let snapshot = openraft::Snapshot {
+            meta,
+            snapshot: Box::new(files),
+        };
+        match self.raft.install_full_snapshot(vote, snapshot).await {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                crate::snapshot::remove_dir(&fs, &dir);
+                Err(io::Error::other(e.to_string()))
+            }
+        }
+    }
+
+    /// Receives a whole snapshot from `pieces` and installs it.
+    ///
+    /// # Errors
+    /// A damaged or incomplete transfer (what was received is removed), or the node is stopping.
+    pub async fn receive_snapshot<S>(
+        &self,
+        vote: Vote,
+        meta: SnapshotMeta,
+        mut pieces: S,
+    ) -> io::Result<SnapshotResp>
+    where
+        S: futures::Stream<Item = io::Result<Piece>> + Unpin,
+    {
+        use futures::StreamExt;
+        let mut receiver = self.begin_snapshot()?;
+        while let Some(piece) = pieces.next().await {
+            if let Err(e) = piece.and_then(|p| receiver.piece(p)) {
+                receiver.abandon();
+                return Err(e);
+            }
+        }
+        self.install_snapshot(vote, meta, receiver).await
+    }
+}

@@ -1,0 +1,255 @@
+//! Raft over TCP: each frame is a `u32` little-endian length and the bincode of a [`Frame`].
+//!
+//! A node keeps one connection per peer for Raft messages (one message in flight at a time, as
+//! openraft sends them) and opens a separate connection for each snapshot transfer, so
+//! heartbeats never wait behind a snapshot's megabytes. A failed connection is dropped and
+//! opened again at the next message. See `docs/format/raft-wire.md`.
+
+use super::{Rpc, RpcReply, Service, Transport};
+use crate::raft::{NodeId, NodeInfo, SnapshotMeta, SnapshotResp, Vote};
+use crate::snapshot::{send_files, Piece, SnapshotFiles};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Largest frame accepted: a snapshot chunk or a batch of entries.
+pub const MAX_FRAME: usize = 256 << 20;
+/// How long a Raft message waits for its reply.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a connection attempt waits.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Everything that crosses a connection.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Frame {
+    /// A Raft message.
+    Rpc(Rpc),
+    /// Its reply.
+    Reply(RpcReply),
+    /// A snapshot transfer begins.
+    SnapshotBegin { vote: Vote, meta: SnapshotMeta },
+    /// A piece of it.
+    Piece(Piece),
+    /// It is complete.
+    SnapshotEnd,
+    /// The receiver's answer.
+    SnapshotReply(Result<SnapshotResp, String>),
+}
+
+async fn write_frame<W: AsyncWriteExt + Unpin>(w: &mut W, frame: &Frame) -> io::Result<()> {
+    let body = bincode::serialize(frame).map_err(io::Error::other)?;
+    if body.len() > MAX_FRAME {
+        return Err(io::Error::other(format!(
+            "frame of {} bytes is too large",
+            body.len()
+        )));
+    }
+    w.write_all(&(body.len() as u32).to_le_bytes()).await?;
+    w.write_all(&body).await
+}
+
+async fn read_frame<R: AsyncReadExt + Unpin>(r: &mut R) -> io::Result<Frame> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len).await?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("frame of {len} bytes is too large"),
+        ));
+    }
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).await?;
+    bincode::deserialize(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+type Conn = (
+    BufReader<tokio::net::tcp::OwnedReadHalf>,
+    BufWriter<tokio::net::tcp::OwnedWriteHalf>,
+);
+
+async fn connect(addr: &str) -> io::Result<Conn> {
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("connecting to {addr} timed out"),
+            )
+        })??;
+    stream.set_nodelay(true)?;
+    let (r, w) = stream.into_split();
+    Ok((BufReader::new(r), BufWriter::new(w)))
+}
+
+/// A peer's connection, opened on demand.
+type Slot = Arc<tokio::sync::Mutex<Option<Conn>>>;
+
+/// The client side: connections to peers.
+#[derive(Default, Clone)]
+pub struct TcpTransport {
+    conns: Arc<Mutex<HashMap<NodeId, Slot>>>,
+}
+
+impl TcpTransport {
+    /// No connections yet.
+    pub fn new() -> TcpTransport {
+        TcpTransport::default()
+    }
+}
+
+impl Transport for TcpTransport {
+    fn call(
+        &self,
+        _from: NodeId,
+        target: NodeId,
+        info: &NodeInfo,
+        rpc: Rpc,
+    ) -> BoxFuture<'static, io::Result<RpcReply>> {
+        let slot = self.conns.lock().entry(target).or_default().clone();
+        let addr = info.raft_addr.clone();
+        async move {
+            let mut conn = slot.lock().await;
+            let attempt = async {
+                if conn.is_none() {
+                    *conn = Some(connect(&addr).await?);
+                }
+                let (r, w) = conn
+                    .as_mut()
+                    .ok_or_else(|| io::Error::other("no connection"))?;
+                write_frame(w, &Frame::Rpc(rpc)).await?;
+                w.flush().await?;
+                match read_frame(r).await? {
+                    Frame::Reply(reply) => Ok(reply),
+                    other => Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("unexpected frame {other:?}"),
+                    )),
+                }
+            };
+            let result = match tokio::time::timeout(CALL_TIMEOUT, attempt).await {
+                Ok(r) => r,
+                Err(_) => Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no reply from {addr}"),
+                )),
+            };
+            if result.is_err() {
+                *conn = None;
+            }
+            result
+        }
+        .boxed()
+    }
+
+    fn send_snapshot(
+        &self,
+        _from: NodeId,
+        _target: NodeId,
+        info: &NodeInfo,
+        vote: Vote,
+        meta: SnapshotMeta,
+        files: SnapshotFiles,
+    ) -> BoxFuture<'static, io::Result<SnapshotResp>> {
+        let addr = info.raft_addr.clone();
+        async move {
+            let (mut r, mut w) = connect(&addr).await?;
+            write_frame(&mut w, &Frame::SnapshotBegin { vote, meta }).await?;
+            let w = tokio::sync::Mutex::new(w);
+            send_files(&files, |piece| {
+                let w = &w;
+                async move { write_frame(&mut *w.lock().await, &Frame::Piece(piece)).await }
+            })
+            .await?;
+            let mut w = w.into_inner();
+            write_frame(&mut w, &Frame::SnapshotEnd).await?;
+            w.flush().await?;
+            match read_frame(&mut r).await? {
+                Frame::SnapshotReply(Ok(resp)) => Ok(resp),
+                Frame::SnapshotReply(Err(e)) => Err(io::Error::other(e)),
+                other => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("unexpected frame {other:?}"),
+                )),
+            }
+        }
+        .boxed()
+    }
+}
+
+/// Serves Raft connections on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, service: Service) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = service.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_connection(stream, service).await {
+                if e.kind() != io::ErrorKind::UnexpectedEof {
+                    tracing::debug!(error = %e, "a Raft connection ended");
+                }
+            }
+        });
+    }
+}
+
+async fn serve_connection(stream: TcpStream, service: Service) -> io::Result<()> {
+    let (r, w) = stream.into_split();
+    let (mut r, mut w) = (BufReader::new(r), BufWriter::new(w));
+    loop {
+        match read_frame(&mut r).await? {
+            Frame::Rpc(rpc) => {
+                let reply = service.handle(rpc).await;
+                write_frame(&mut w, &Frame::Reply(reply)).await?;
+                w.flush().await?;
+            }
+            Frame::SnapshotBegin { vote, meta } => {
+                let mut receiver = service.begin_snapshot()?;
+                let received = loop {
+                    match read_frame(&mut r).await {
+                        Ok(Frame::Piece(p)) => {
+                            if let Err(e) = receiver.piece(p) {
+                                break Err(e);
+                            }
+                        }
+                        Ok(Frame::SnapshotEnd) => break Ok(()),
+                        Ok(other) => {
+                            break Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!("unexpected frame {other:?}"),
+                            ))
+                        }
+                        Err(e) => break Err(e),
+                    }
+                };
+                let reply = match received {
+                    Ok(()) => service
+                        .install_snapshot(vote, meta, receiver)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(e) => {
+                        receiver.abandon();
+                        Err(e.to_string())
+                    }
+                };
+                write_frame(&mut w, &Frame::SnapshotReply(reply)).await?;
+                w.flush().await?;
+            }
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("unexpected frame {other:?}"),
+                ));
+            }
+        }
+    }
+}

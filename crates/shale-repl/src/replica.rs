@@ -1,0 +1,614 @@
+//! A replica: one node of a Shale cluster. It owns the engine (opened with an external log), the
+//! Raft log, the snapshots, and the Raft node, and runs:
+//!
+//! - the proposer: client batches queue up and are merged, as many as arrived, into one `Write`
+//!   entry (group commit: many client writes per append, per fsync and per replication round),
+//!   with a few entries in flight at once; a batch is answered once its entry is applied here,
+//!   which is after a majority holds it durably;
+//! - the memtable switcher: on the leader, when the active memtable is full, it appends
+//!   `SwitchMemtable` (every node seals at that entry);
+//! - the snapshot trigger: after each flush it asks Raft for a snapshot (the checkpoint at the
+//!   flushed position), after which Raft purges the log up to it, keeping some entries for
+//!   followers that lag a little;
+//! - the read barrier: linearizable reads wait for one leadership confirmation that started after
+//!   they asked, shared by every read that asked meanwhile.
+//!
+//! Writes are refused (`ReplError::NotLeader`) on a follower; the server forwards them.
+
+use crate::command::Command;
+use crate::error::ReplError;
+use crate::log::LogStore;
+use crate::network::{Service, Transport};
+use crate::raft::{self, Consensus, NodeId, NodeInfo, Raft, RaftTiming};
+use crate::snapshot::SnapshotStore;
+use crate::state_machine::{ApplyHook, Shared, StateMachine};
+use openraft::ServerState;
+use parking_lot::Mutex;
+use shale::{Db, Options, WriteBatch};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{oneshot, Notify, Semaphore};
+use tokio::task::JoinHandle;
+
+/// A group of client batches grows to at most this many bytes before it is proposed.
+pub const GROUP_BYTES: usize = 4 << 20;
+/// The largest entry: a single client batch above it is refused (pitfall: big payloads in log
+/// entries stall heartbeats and snapshots behind them).
+pub const MAX_ENTRY_BYTES: usize = 64 << 20;
+/// `Write` entries proposed and not yet applied, at most.
+pub const MAX_IN_FLIGHT: usize = 8;
+/// How often the switcher and the snapshot trigger look, besides being woken.
+pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_millis(20);
+
+/// How a replica is set up.
+#[derive(Clone)]
+pub struct ReplicaConfig {
+    /// This node's id (unique in the cluster, never reused for another node).
+    pub id: NodeId,
+    /// Where this node listens.
+    pub info: NodeInfo,
+    /// The node's directory: `engine/` (the database), `raft/log/`, `raft/snapshots/`.
+    pub dir: PathBuf,
+    /// Engine options; their file system holds the log and snapshots too.
+    pub engine: Options,
+    /// Raft timing.
+    pub timing: RaftTiming,
+    /// Called with every entry applied (tests).
+    pub hook: Option<ApplyHook>,
+}
+
+/// A node's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    Follower,
+    Candidate,
+    Learner,
+    Stopped,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::Leader => "leader",
+            Role::Follower => "follower",
+            Role::Candidate => "candidate",
+            Role::Learner => "learner",
+            Role::Stopped => "stopped",
+        })
+    }
+}
+
+/// A follower as the leader sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowerStatus {
+    pub id: NodeId,
+    /// The last entry known to match the leader's log.
+    pub matched: Option<u64>,
+    /// Entries the follower is behind the leader's last one.
+    pub lag: u64,
+}
+
+/// What `INFO replication` shows.
+#[derive(Debug, Clone)]
+pub struct ClusterStatus {
+    pub id: NodeId,
+    pub role: Role,
+    pub leader: Option<(NodeId, NodeInfo)>,
+    pub term: u64,
+    pub last_log_index: Option<u64>,
+    pub committed: Option<u64>,
+    pub applied: u64,
+    pub snapshot_index: Option<u64>,
+    pub purged_index: Option<u64>,
+    pub voters: BTreeSet<NodeId>,
+    pub learners: BTreeSet<NodeId>,
+    /// On the leader only.
+    pub followers: Vec<FollowerStatus>,
+    /// Memtables sealed by the log since open.
+    pub memtable_switches: u64,
+}
+
+enum Waiter {
+    Async(oneshot::Sender<Result<u64, ReplError>>),
+    Blocking(std::sync::mpsc::SyncSender<Result<u64, ReplError>>),
+}
+
+impl Waiter {
+    fn send(self, r: Result<u64, ReplError>) {
+        match self {
+            Waiter::Async(tx) => {
+                let _ = tx.send(r);
+            }
+            Waiter::Blocking(tx) => {
+                let _ = tx.send(r);
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    batches: Vec<(WriteBatch, Waiter)>,
+    closed: bool,
+}
+
+struct Inner {
+    id: NodeId,
+    raft: Raft,
+    shared: Arc<Shared>,
+    log: LogStore,
+    queue: Mutex<Queue>,
+    queued: Notify,
+    applied_write: Notify,
+    barrier: Mutex<Vec<oneshot::Sender<Result<(), ReplError>>>>,
+    barrier_wanted: Notify,
+    stopping: AtomicBool,
+    proposed_entries: AtomicU64,
+    proposed_batches: AtomicU64,
+}
+
+/// See the module documentation.
+pub struct Replica {
+    inner: Arc<Inner>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Replica {
+    /// Opens the node's engine, log and snapshots and starts its Raft node and tasks. Must run
+    /// inside a multi-threaded tokio runtime.
+    ///
+    /// # Errors
+    /// The engine cannot be opened, the log or snapshots cannot be read, or the settings are
+    /// invalid.
+    pub async fn open(
+        config: ReplicaConfig,
+        transport: Arc<dyn Transport>,
+    ) -> Result<Replica, ReplError> {
+        let fs = config.engine.fs.clone();
+        let engine_dir = config.dir.join("engine");
+        let options = config.engine.clone();
+        let db =
+            tokio::task::spawn_blocking(move || Db::open_with_external_log(&engine_dir, options))
+                .await
+                .map_err(|e| ReplError::Io(e.to_string()))??;
+        let db = Arc::new(db);
+        let io = |e: std::io::Error| ReplError::Io(e.to_string());
+        let log = LogStore::open(fs.clone(), &config.dir.join("raft").join("log")).map_err(io)?;
+        let snapshots =
+            SnapshotStore::open(fs, &config.dir.join("raft").join("snapshots")).map_err(io)?;
+        let shared = Arc::new(Shared::new(db, snapshots, config.hook.clone()).map_err(io)?);
+        let raft = Raft::new(
+            config.id,
+            raft::config(&config.timing)?,
+            raft::Network {
+                transport,
+                from: config.id,
+            },
+            log.clone(),
+            StateMachine {
+                shared: shared.clone(),
+            },
+        )
+        .await
+        .map_err(|e| ReplError::Unavailable(e.to_string()))?;
+        let inner = Arc::new(Inner {
+            id: config.id,
+            raft,
+            shared,
+            log,
+            queue: Mutex::new(Queue::default()),
+            queued: Notify::new(),
+            applied_write: Notify::new(),
+            barrier: Mutex::new(Vec::new()),
+            barrier_wanted: Notify::new(),
+            stopping: AtomicBool::new(false),
+            proposed_entries: AtomicU64::new(0),
+            proposed_batches: AtomicU64::new(0),
+        });
+        let tasks = vec![
+            tokio::spawn(propose_loop(inner.clone())),
+            tokio::spawn(switch_loop(inner.clone())),
+            tokio::spawn(snapshot_loop(inner.clone())),
+            tokio::spawn(barrier_loop(inner.clone())),
+        ];
+        Ok(Replica {
+            inner,
+            tasks: Mutex::new(tasks),
+        })
+    }
+
+    /// Starts a new cluster of `members` (call it on each of them, with the same members; a node
+    /// that already belongs to a cluster ignores it).
+    ///
+    /// # Errors
+    /// The Raft node stopped.
+    pub async fn initialize(&self, members: BTreeMap<NodeId, NodeInfo>) -> Result<(), ReplError> {
+        match self.inner.raft.initialize(members).await {
+            Ok(()) => Ok(()),
+            Err(openraft::error::RaftError::APIError(
+                openraft::error::InitializeError::NotAllowed(_),
+            )) => Ok(()),
+            Err(e) => Err(ReplError::Unavailable(e.to_string())),
+        }
+    }
+
+    /// The receiving end for this node's messages (to attach to a transport's listener).
+    pub fn service(&self) -> Service {
+        Service {
+            raft: self.inner.raft.clone(),
+            shared: self.inner.shared.clone(),
+        }
+    }
+
+    /// The engine. Read it freely; never write to it directly.
+    pub fn db(&self) -> &Arc<Db> {
+        &self.inner.shared.db
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.inner.id
+    }
+
+    /// Replicates `batch` and resolves with its entry's index once the entry is applied here.
+    ///
+    /// # Errors
+    /// `NotLeader` on a follower; `Unavailable` when leadership is lost or no quorum answers (the
+    /// write may or may not be applied); `TooLarge`.
+    pub async fn write(&self, batch: WriteBatch) -> Result<u64, ReplError> {
+        let (tx, rx) = oneshot::channel();
+        self.enqueue(batch, Waiter::Async(tx))?;
+        rx.await
+            .unwrap_or_else(|_| Err(ReplError::Unavailable("the replica stopped".into())))
+    }
+
+    /// [`Replica::write`] for a caller that may block its thread (not a runtime's worker that the
+    /// replica itself needs).
+    ///
+    /// # Errors
+    /// As [`Replica::write`].
+    pub fn write_blocking(&self, batch: WriteBatch) -> Result<u64, ReplError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.enqueue(batch, Waiter::Blocking(tx))?;
+        rx.recv()
+            .unwrap_or_else(|_| Err(ReplError::Unavailable("the replica stopped".into())))
+    }
+
+    fn enqueue(&self, batch: WriteBatch, waiter: Waiter) -> Result<(), ReplError> {
+        if batch.encoded_len() > MAX_ENTRY_BYTES {
+            return Err(ReplError::TooLarge(batch.encoded_len()));
+        }
+        if !self.is_leader() {
+            return Err(ReplError::NotLeader {
+                leader: self.leader(),
+            });
+        }
+        let mut q = self.inner.queue.lock();
+        if q.closed {
+            return Err(ReplError::Unavailable("the replica is stopping".into()));
+        }
+        q.batches.push((batch, waiter));
+        drop(q);
+        self.inner.queued.notify_one();
+        Ok(())
+    }
+
+    /// Waits until a read here is linearizable: leadership confirmed by a quorum after the call
+    /// began, and everything committed before it applied.
+    ///
+    /// # Errors
+    /// `NotLeader` on a follower; `Unavailable` without a quorum.
+    pub async fn read_barrier(&self) -> Result<(), ReplError> {
+        if !self.is_leader() {
+            return Err(ReplError::NotLeader {
+                leader: self.leader(),
+            });
+        }
+        let (tx, rx) = oneshot::channel();
+        self.inner.barrier.lock().push(tx);
+        self.inner.barrier_wanted.notify_one();
+        rx.await
+            .unwrap_or_else(|_| Err(ReplError::Unavailable("the replica stopped".into())))
+    }
+
+    /// Whether this node believes it is the leader.
+    pub fn is_leader(&self) -> bool {
+        is_leader(&self.inner)
+    }
+
+    /// The leader this node knows of.
+    pub fn leader(&self) -> Option<(NodeId, NodeInfo)> {
+        let m = self.inner.raft.metrics();
+        let m = m.borrow();
+        let id = m.current_leader?;
+        let info = m.membership_config.membership().get_node(&id)?.clone();
+        Some((id, info))
+    }
+
+    /// The index of the last entry applied here.
+    pub fn applied_index(&self) -> u64 {
+        self.inner.shared.applied_index.load(Ordering::Acquire)
+    }
+
+    /// Indexes of the `SwitchMemtable` entries applied since open.
+    pub fn switch_indexes(&self) -> Vec<u64> {
+        self.inner.shared.inner.lock().switch_indexes.clone()
+    }
+
+    /// Client batches and entries proposed since open (their ratio is the group-commit factor).
+    pub fn proposed(&self) -> (u64, u64) {
+        (
+            self.inner.proposed_batches.load(Ordering::Relaxed),
+            self.inner.proposed_entries.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Role, leader, term, indexes and followers' lag.
+    pub fn status(&self) -> ClusterStatus {
+        let m = self.inner.raft.metrics();
+        let m = m.borrow();
+        let membership = m.membership_config.membership();
+        let (voters, learners) = raft::voters_and_learners(membership);
+        let last = m.last_log_index;
+        let followers = m
+            .replication
+            .as_ref()
+            .map(|r| {
+                r.iter()
+                    .filter(|(id, _)| **id != self.inner.id)
+                    .map(|(id, matched)| {
+                        let matched = matched.map(|l| l.index);
+                        FollowerStatus {
+                            id: *id,
+                            matched,
+                            lag: last.unwrap_or(0).saturating_sub(matched.unwrap_or(0)),
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let leader = m
+            .current_leader
+            .and_then(|id| membership.get_node(&id).map(|n| (id, n.clone())));
+        ClusterStatus {
+            id: self.inner.id,
+            role: match m.state {
+                ServerState::Leader => Role::Leader,
+                ServerState::Follower => Role::Follower,
+                ServerState::Candidate => Role::Candidate,
+                ServerState::Learner => Role::Learner,
+                ServerState::Shutdown => Role::Stopped,
+            },
+            leader,
+            term: m.current_term,
+            last_log_index: last,
+            committed: self.inner.log.committed(),
+            applied: self.applied_index(),
+            snapshot_index: m.snapshot.map(|l| l.index),
+            purged_index: m.purged.map(|l| l.index),
+            voters,
+            learners,
+            followers,
+            memtable_switches: self.inner.shared.inner.lock().switch_indexes.len() as u64,
+        }
+    }
+
+    /// The cluster's nodes as this node knows them.
+    pub fn nodes(&self) -> BTreeMap<NodeId, NodeInfo> {
+        let m = self.inner.raft.metrics();
+        let m = m.borrow();
+        raft::nodes(m.membership_config.membership())
+    }
+
+    /// Adds a node: it joins as a learner, catches up (by snapshot when the log it needs is
+    /// purged), then becomes a voter. Leader only.
+    ///
+    /// # Errors
+    /// `NotLeader`, or `Unavailable` when the change cannot commit.
+    pub async fn add_node(&self, id: NodeId, info: NodeInfo) -> Result<(), ReplError> {
+        let map = |e: openraft::error::RaftError<
+            NodeId,
+            openraft::error::ClientWriteError<NodeId, NodeInfo>,
+        >| match e {
+            openraft::error::RaftError::APIError(
+                openraft::error::ClientWriteError::ForwardToLeader(f),
+            ) => ReplError::NotLeader {
+                leader: f.leader_id.zip(f.leader_node),
+            },
+            e => ReplError::Unavailable(e.to_string()),
+        };
+        self.inner
+            .raft
+            .add_learner(id, info, true)
+            .await
+            .map_err(map)?;
+        let mut voters: BTreeSet<NodeId> = self.status().voters;
+        voters.insert(id);
+        self.inner
+            .raft
+            .change_membership(voters, false)
+            .await
+            .map_err(map)?;
+        Ok(())
+    }
+
+    /// Removes a node (dead or alive) from the cluster. Leader only.
+    ///
+    /// # Errors
+    /// `NotLeader`, or `Unavailable` when the change cannot commit.
+    pub async fn remove_node(&self, id: NodeId) -> Result<(), ReplError> {
+        let mut voters = self.status().voters;
+        voters.remove(&id);
+        self.inner
+            .raft
+            .change_membership(voters, false)
+            .await
+            .map(|_| ())
+            .map_err(|e| match e {
+                openraft::error::RaftError::APIError(
+                    openraft::error::ClientWriteError::ForwardToLeader(f),
+                ) => ReplError::NotLeader {
+                    leader: f.leader_id.zip(f.leader_node),
+                },
+                e => ReplError::Unavailable(e.to_string()),
+            })
+    }
+
+    /// Asks for a snapshot now (normally one follows each flush).
+    pub async fn trigger_snapshot(&self) {
+        let _ = self.inner.raft.trigger().snapshot().await;
+    }
+
+    /// Starts an election now (tests).
+    pub async fn trigger_election(&self) {
+        let _ = self.inner.raft.trigger().elect().await;
+    }
+
+    /// Stops the node: pending writes fail, the Raft node and its tasks stop, the log is closed.
+    /// The engine closes when the last handle to it is dropped.
+    pub async fn shutdown(&self) {
+        self.inner.stopping.store(true, Ordering::Release);
+        {
+            let mut q = self.inner.queue.lock();
+            q.closed = true;
+            for (_, w) in q.batches.drain(..) {
+                w.send(Err(ReplError::Unavailable(
+                    "the replica is stopping".into(),
+                )));
+            }
+        }
+        for t in self.tasks.lock().drain(..) {
+            t.abort();
+        }
+        for tx in self.inner.barrier.lock().drain(..) {
+            let _ = tx.send(Err(ReplError::Unavailable(
+                "the replica is stopping".into(),
+            )));
+        }
+        let _ = self.inner.raft.shutdown().await;
+        self.inner.log.close();
+    }
+}
+
+fn is_leader(inner: &Inner) -> bool {
+    let m = inner.raft.metrics();
+    let m = m.borrow();
+    m.state == ServerState::Leader && m.current_leader == Some(inner.id)
+}
+
+/// Takes a group of queued batches, at most [`GROUP_BYTES`] unless the first alone is larger.
+fn take_group(inner: &Inner) -> Vec<(WriteBatch, Waiter)> {
+    let mut q = inner.queue.lock();
+    let mut bytes = 0;
+    let mut n = 0;
+    for (b, _) in &q.batches {
+        if n > 0 && bytes + b.encoded_len() > GROUP_BYTES {
+            break;
+        }
+        bytes += b.encoded_len();
+        n += 1;
+    }
+    q.batches.drain(..n).collect()
+}
+
+async fn propose_loop(inner: Arc<Inner>) {
+    let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    loop {
+        let group = take_group(&inner);
+        if group.is_empty() {
+            inner.queued.notified().await;
+            continue;
+        }
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        // The leader's engine is behind on flushes or compactions: hold new entries back.
+        while inner.shared.db.write_pressure() && !inner.stopping.load(Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let mut merged = WriteBatch::new();
+        let mut waiters = Vec::with_capacity(group.len());
+        for (b, w) in group {
+            merged.append(&b);
+            waiters.push(w);
+        }
+        inner.proposed_entries.fetch_add(1, Ordering::Relaxed);
+        inner
+            .proposed_batches
+            .fetch_add(waiters.len() as u64, Ordering::Relaxed);
+        match inner
+            .raft
+            .propose(Command::Write(merged.data().to_vec()))
+            .await
+        {
+            Ok(applied) => {
+                let inner = inner.clone();
+                tokio::spawn(async move {
+                    let r = applied.await;
+                    drop(permit);
+                    for w in waiters {
+                        w.send(r.clone());
+                    }
+                    inner.applied_write.notify_one();
+                });
+            }
+            Err(e) => {
+                for w in waiters {
+                    w.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+async fn switch_loop(inner: Arc<Inner>) {
+    loop {
+        tokio::select! {
+            _ = inner.applied_write.notified() => {}
+            _ = tokio::time::sleep(HOUSEKEEPING_PERIOD) => {}
+        }
+        if !is_leader(&inner) || !inner.shared.db.memtable_full() {
+            continue;
+        }
+        match inner.raft.propose(Command::SwitchMemtable).await {
+            Ok(applied) => {
+                if let Err(e) = applied.await {
+                    tracing::debug!(error = %e, "sealing the memtable through the log failed");
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "proposing a memtable switch failed"),
+        }
+    }
+}
+
+async fn snapshot_loop(inner: Arc<Inner>) {
+    let mut done = inner.shared.db.flushed_position().map_or(0, |p| p.index);
+    loop {
+        tokio::time::sleep(HOUSEKEEPING_PERIOD * 5).await;
+        let flushed = inner.shared.db.flushed_position().map_or(0, |p| p.index);
+        if flushed > done {
+            if inner.raft.trigger().snapshot().await.is_err() {
+                return;
+            }
+            done = flushed;
+        }
+    }
+}
+
+async fn barrier_loop(inner: Arc<Inner>) {
+    loop {
+        let waiting = std::mem::take(&mut *inner.barrier.lock());
+        if waiting.is_empty() {
+            inner.barrier_wanted.notified().await;
+            continue;
+        }
+        let r = inner.raft.read_barrier().await;
+        for tx in waiting {
+            let _ = tx.send(r.clone());
+        }
+    }
+}
