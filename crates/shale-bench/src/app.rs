@@ -1,16 +1,30 @@
 //! The main mode: load and/or run one workload against one backend, YCSB-cpp style.
+//!
+//! Output, on stdout, as the AegonKV fork of YCSB-cpp prints it (its analysis scripts read it):
+//! for `-db titandb`/`diffkv` the property translation first; then per phase the status lines
+//! (`-s`), the phase's final lines, and with `-statistics` a blank line, `STATISTICS:`, one
+//! `name COUNT : n` line per statistic and a blank line. The statistics after the load are those of
+//! the load; after the run, those of the run alone (the fork resets them after printing). Each set
+//! is taken once the engine's background work (flushes, compactions, blob GC) has settled, waiting
+//! at most `statistics.settle_timeout` seconds; how long that took, and whether the bound was hit,
+//! are printed among them (`bench.settle.micros`, `bench.settle.timeout`).
+//!
+//! Properties no component reads are listed once on stderr, each with the file and line that set
+//! it, and the run goes on (YCSB-cpp ignores them); `strict=true` makes them an error.
 
-use crate::backend::{backend_info, open_backend, Statistics};
+use crate::backend::{backend_tables, open_backend, Backend, Settle, Statistics};
 use crate::cli::YcsbArgs;
 use crate::error::{Error, Result};
-use crate::props::{PropSpec, Properties};
+use crate::props::{PropSpec, Properties, UnknownProperty};
 use crate::runner::{final_lines, run_phase, PhaseResult, RunConfig};
 use crate::workload::{build_workload, workload_kind, workload_props, ErrorLog, Phase};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Default `status.interval`, seconds.
-pub const DEFAULT_STATUS_INTERVAL_SECS: u64 = 1;
+/// Default `status.interval`, seconds (YCSB-cpp's).
+pub const DEFAULT_STATUS_INTERVAL_SECS: u64 = 10;
+/// Default `statistics.settle_timeout`, seconds.
+pub const DEFAULT_SETTLE_TIMEOUT_SECS: u64 = 600;
 
 /// Properties of the harness itself (every workload and backend).
 pub static RUNNER_PROPS: &[PropSpec] = &[
@@ -22,7 +36,22 @@ pub static RUNNER_PROPS: &[PropSpec] = &[
         "run the transaction phase (set by -run)",
     ),
     PropSpec::new("status", "false", "print status lines (set by -s)"),
-    PropSpec::new("status.interval", "1", "seconds between status lines"),
+    PropSpec::new("status.interval", "10", "seconds between status lines"),
+    PropSpec::new(
+        "statistics",
+        "false",
+        "print engine statistics after each phase (set by -statistics)",
+    ),
+    PropSpec::new(
+        "statistics.settle_timeout",
+        "600",
+        "seconds to wait for background work to settle before printing statistics",
+    ),
+    PropSpec::new(
+        "strict",
+        "false",
+        "unknown properties are errors (otherwise warnings)",
+    ),
     PropSpec::new("threadcount", "1", "client threads"),
     PropSpec::new(
         "target",
@@ -32,7 +61,7 @@ pub static RUNNER_PROPS: &[PropSpec] = &[
     PropSpec::new(
         "workload",
         "core",
-        "core (YCSB; also site.ycsb.workloads.CoreWorkload), mixgraph or trace",
+        "core (YCSB; also com.yahoo.ycsb.workloads.CoreWorkload) or mixgraph",
     ),
     PropSpec::new(
         "verify",
@@ -72,7 +101,7 @@ pub static RUNNER_PROPS: &[PropSpec] = &[
 pub struct RunReport {
     /// The backend.
     pub db: String,
-    /// The workload kind (`core`, `mixgraph`, `trace`).
+    /// The workload kind (`core`, `mixgraph`).
     pub workload: String,
     /// Client threads.
     pub threads: u64,
@@ -80,9 +109,9 @@ pub struct RunReport {
     pub load: Option<PhaseResult>,
     /// The run phase, when run.
     pub run: Option<PhaseResult>,
-    /// Engine statistics after the load phase (when both phases ran).
+    /// Engine statistics after the load phase (cumulative since open).
     pub statistics_after_load: Option<Statistics>,
-    /// Engine statistics at the end.
+    /// Engine statistics at the end (cumulative since open).
     pub statistics: Statistics,
     /// Every property in effect.
     pub properties: Vec<(String, String)>,
@@ -92,7 +121,9 @@ pub struct RunReport {
 pub fn print_properties_help() {
     let mut groups: Vec<(String, &[PropSpec])> = vec![("harness".into(), RUNNER_PROPS)];
     for kind in crate::workload::WORKLOAD_NAMES {
-        groups.push((format!("workload={kind}"), workload_props(kind)));
+        for table in workload_props(kind) {
+            groups.push((format!("workload={kind}"), table));
+        }
     }
     for b in crate::backend::all_backends() {
         let note = if b.available {
@@ -115,31 +146,96 @@ pub fn print_properties_help() {
     }
 }
 
-/// Checks the property names against the tables of the harness, the workload and the backend.
+/// The properties that neither the harness, the workload nor the backend reads.
 ///
 /// # Errors
-/// `Property` for an unknown name (with suggestions); `Usage` for an unknown backend.
-pub fn check_properties(props: &Properties) -> Result<()> {
+/// `Usage` for an unknown backend, `Property` for an unknown workload.
+pub fn unknown_properties(props: &Properties) -> Result<Vec<UnknownProperty>> {
     let db = props.get_str("dbname", "");
-    let backend = backend_info(db)?;
-    let kind = workload_kind(props)?;
-    let result = props.check_known(&[RUNNER_PROPS, workload_props(kind), backend.props]);
-    if let Err(e) = &result {
-        // A property of another backend deserves a precise message.
-        for other in crate::backend::all_backends() {
-            let prefix = format!("{}.", other.name);
-            if other.name != db {
-                if let Some((k, _)) = props.iter().find(|(k, _)| k.starts_with(&prefix)) {
-                    return Err(Error::property(format!(
-                        "property {k} belongs to backend {}, but -db is {db}",
-                        other.name
-                    )));
-                }
-            }
-        }
-        return Err(e.clone());
+    let mut tables = vec![RUNNER_PROPS];
+    tables.extend(workload_props(workload_kind(props)?));
+    tables.extend(backend_tables(db)?);
+    Ok(props.unknown(&tables))
+}
+
+/// One line of the unknown-property warning: what is wrong with `u` under `-db db`.
+fn describe_unknown(u: &UnknownProperty, db: &str) -> String {
+    let owner = crate::backend::all_backends()
+        .into_iter()
+        .find(|b| b.name != db && u.name.starts_with(&format!("{}.", b.name)));
+    match owner {
+        Some(b) => format!(
+            "'{}' (set at {}) belongs to backend {}, not -db {db}",
+            u.name, u.origin, b.name
+        ),
+        None => u.to_string(),
     }
-    Ok(())
+}
+
+/// Checks the property names: warns about unknown ones on stderr (once, all of them), or fails
+/// with `strict=true`.
+///
+/// # Errors
+/// `Property` listing the unknown properties when `strict=true`; `Usage`/`Property` for an
+/// unknown backend or workload.
+pub fn check_properties(props: &Properties) -> Result<Vec<String>> {
+    let db = props.get_str("dbname", "");
+    let unknown = unknown_properties(props)?;
+    let lines: Vec<String> = unknown.iter().map(|u| describe_unknown(u, db)).collect();
+    if lines.is_empty() {
+        return Ok(lines);
+    }
+    if props.get_bool("strict", false)? {
+        return Err(Error::property(format!(
+            "unknown propert{} (strict=true):\n  {}",
+            if lines.len() == 1 { "y" } else { "ies" },
+            lines.join("\n  ")
+        )));
+    }
+    eprintln!(
+        "warning: {} propert{} not read by shale-bench with -db {db} (ignored; -p strict=true makes this an error):",
+        lines.len(),
+        if lines.len() == 1 { "y is" } else { "ies are" }
+    );
+    for l in &lines {
+        eprintln!("  {l}");
+    }
+    Ok(lines)
+}
+
+/// Waits for `db`'s background work to settle (at most `timeout`), then reads its statistics, with
+/// the wait recorded among them.
+fn settled_statistics(db: &dyn Backend, timeout: Duration) -> Result<Statistics> {
+    let settle = db.settle(timeout)?;
+    let mut s = db.statistics()?;
+    match settle {
+        Settle::Settled(waited) => {
+            s.set_gauge("bench.settle.micros", waited.as_micros() as u64);
+            s.set_gauge("bench.settle.timeout", 0);
+        }
+        Settle::TimedOut(waited) => {
+            eprintln!(
+                "warning: background work had not settled after {:.1} s (statistics.settle_timeout); statistics taken anyway",
+                waited.as_secs_f64()
+            );
+            s.set_gauge("bench.settle.micros", waited.as_micros() as u64);
+            s.set_gauge("bench.settle.timeout", 1);
+        }
+        Settle::Unobservable => {
+            eprintln!("note: this backend does not show its background work; statistics taken without waiting");
+        }
+    }
+    Ok(s)
+}
+
+/// Prints a statistics block as the fork does: a blank line, `STATISTICS:`, the lines, a blank line.
+fn print_statistics(s: &Statistics) {
+    println!();
+    println!("STATISTICS:");
+    for line in s.lines() {
+        println!("{line}");
+    }
+    println!();
 }
 
 /// Runs the main mode; returns the report and prints YCSB-cpp's output to stdout.
@@ -151,7 +247,7 @@ pub fn run_ycsb(args: YcsbArgs) -> Result<RunReport> {
     let props = args.props;
     if !props.contains("dbname") {
         return Err(Error::usage(
-            "no database given: use -db NAME (shale, rocksdb, fjall, memory)",
+            "no database given: use -db NAME (shale, titandb, diffkv, rocksdb, fjall, resp, memory)",
         ));
     }
     let db_name = props.get_str("dbname", "").to_string();
@@ -161,7 +257,7 @@ pub fn run_ycsb(args: YcsbArgs) -> Result<RunReport> {
     if !do_load && !do_run {
         return Err(Error::usage("no operation to do: give -load, -run or both"));
     }
-    if do_run && !props.contains("operationcount") && workload_kind(&props)? != "trace" {
+    if do_run && !props.contains("operationcount") {
         return Err(Error::property(
             "property operationcount is required with -run (for example -p operationcount=100000)",
         ));
@@ -171,6 +267,10 @@ pub fn run_ycsb(args: YcsbArgs) -> Result<RunReport> {
     let status = props.get_bool("status", false)?;
     let interval = props.get_u64_in("status.interval", DEFAULT_STATUS_INTERVAL_SECS, 1, 86_400)?;
     let max_time = props.get_u64("maxexecutiontime", 0)?;
+    let statistics = args.statistics || props.get_bool("statistics", false)?;
+    let settle_timeout = Duration::from_secs(
+        props.get_u64("statistics.settle_timeout", DEFAULT_SETTLE_TIMEOUT_SECS)?,
+    );
     let cfg = RunConfig {
         threads: threads as usize,
         target: (target > 0.0).then_some(target),
@@ -186,8 +286,13 @@ pub fn run_ycsb(args: YcsbArgs) -> Result<RunReport> {
         &["hdrhistogram", "basic", "histogram", "timeseries"],
     )?;
 
+    if matches!(db_name.as_str(), "titandb" | "diffkv") {
+        for line in crate::backend::titan_props::translate(&props, &db_name)?.report(&db_name) {
+            println!("{line}");
+        }
+    }
     let log = Arc::new(ErrorLog::new(props.get_bool("verify", false)?));
-    let workload = build_workload(&props, (do_load, do_run), &log)?;
+    let workload = build_workload(&props, &log)?;
     let db = open_backend(&db_name, &props)?;
 
     let mut report = RunReport {
@@ -203,13 +308,19 @@ pub fn run_ycsb(args: YcsbArgs) -> Result<RunReport> {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
     };
+    let mut printed = Statistics::default();
     if do_load {
         let r = run_phase(workload.as_ref(), db.as_ref(), Phase::Load, &cfg);
         for line in final_lines(&r) {
             println!("{line}");
         }
         report.load = Some(r);
-        if do_run {
+        if statistics {
+            let s = settled_statistics(db.as_ref(), settle_timeout)?;
+            print_statistics(&s);
+            printed = s.clone();
+            report.statistics_after_load = Some(s);
+        } else if do_run {
             report.statistics_after_load = Some(db.statistics()?);
         }
     }
@@ -220,12 +331,17 @@ pub fn run_ycsb(args: YcsbArgs) -> Result<RunReport> {
             println!("{line}");
         }
         report.run = Some(r);
-    }
-    report.statistics = db.statistics()?;
-    if args.statistics {
-        for line in report.statistics.lines() {
-            println!("{line}");
+        if statistics {
+            let s = settled_statistics(db.as_ref(), settle_timeout)?;
+            print_statistics(&s.since(&printed));
+            report.statistics = s;
         }
+    }
+    if !statistics || !do_run {
+        report.statistics = match &report.statistics_after_load {
+            Some(s) if !do_run => s.clone(),
+            _ => db.statistics()?,
+        };
     }
     db.close()?;
     if let Some(path) = result_file {

@@ -16,7 +16,7 @@ pub enum Command {
     Ycsb(YcsbArgs),
     /// Several backends side by side.
     Compare(CompareArgs),
-    /// Write a synthetic Twitter-format trace.
+    /// Write a trace: Social Graph (db_bench's mixgraph) or Twitter-format.
     GenTrace(GenTraceArgs),
     /// Plot result files.
     Plot(PlotArgs),
@@ -31,7 +31,7 @@ pub enum Command {
 pub struct YcsbArgs {
     /// All properties, `dbname`/`doload`/`dotransaction`/`status` included.
     pub props: Properties,
-    /// `-statistics`: print engine statistics at the end.
+    /// `-statistics`: print engine statistics after each phase.
     pub statistics: bool,
 }
 
@@ -53,7 +53,7 @@ pub struct CompareArgs {
 /// Arguments of `gen-trace`.
 #[derive(Debug, Default)]
 pub struct GenTraceArgs {
-    /// `name=value` settings; see [`crate::tracegen::TraceSpec`].
+    /// `name=value` settings; see [`crate::tracegen`].
     pub settings: Vec<(String, String)>,
     /// Output file (`-o`); stdout when absent.
     pub out: Option<PathBuf>,
@@ -77,20 +77,25 @@ Usage:
   shale-bench dbbench [--num N] [--rounds N] [--db-bench-arg ARG]... [--out FILE.md] ...  (see dbbench --help)
   shale-bench redis-compare [--rounds N] [--requests N] [--pipelines 1,16] ...  (see redis-compare --help)
   shale-bench memtable [-n THREADS] [-i KEYS] [-u UPDATE%] [-d SECS] [-k KEYSIZES] ...  (see memtable -help)
+  shale-bench gen-trace -benchmarks=mixgraph [db_bench's mixgraph flags: -num=N -reads=N -keyrange_dist_a=..
+                        -mix_get_ratio=.. ...] [-path_save_keys=FILE | -o FILE]     (Social Graph, key,op,size)
   shale-bench gen-trace [-o FILE] [-ops N] [-keys N] [-zipf THETA] [-value DIST] [-mix OP=W,...]
-                        [-keysize N] [-clients N] [-rate OPS] [-ttl SECS] [-seed N]
+                        [-keysize N] [-clients N] [-rate OPS] [-ttl SECS] [-seed N]   (Twitter cache trace)
+  shale-bench prepare-cluster -i TRACE [-o KEYS]   (workload_prepare.py: the keys -load writes from initfilepath)
   shale-bench plot -o PREFIX result.json...
   shale-bench -help-properties
 
 Options of the main mode (YCSB-cpp's):
   -load             run the loading phase of the workload
   -run, -t          run the transaction phase of the workload
-  -db NAME          the database: shale, rocksdb, fjall, memory
+  -db NAME          the database: shale (also titandb and diffkv: Shale under the AegonKV fork's
+                    property names), rocksdb, fjall, resp, memory
   -P FILE           load properties from FILE; files are read in order, later ones override
   -p NAME=VALUE     set a property; overrides every file
   -threads N        same as -p threadcount=N
-  -s                print a status line every status.interval seconds (default 1)
-  -statistics       print the engine's statistics at the end (RocksDB's names where one exists)
+  -s                print a status line at the start and every status.interval seconds (default 10)
+  -statistics       print the engine's statistics after each phase, once background work has
+                    settled (RocksDB's names where one exists)
 ";
 
 fn flag_name(arg: &str) -> Option<&str> {
@@ -217,7 +222,11 @@ fn parse_gen_trace(args: &[String]) -> Result<GenTraceArgs> {
         let arg = &args[i];
         let flag =
             flag_name(arg).ok_or_else(|| Error::usage(format!("unexpected argument '{arg}'")))?;
-        let v = value(args, &mut i, flag)?;
+        // db_bench's flags come as -name=value; shale-bench's own as -name value.
+        let (flag, v) = match flag.split_once('=') {
+            Some((f, v)) => (f, v),
+            None => (flag, value(args, &mut i, flag)?),
+        };
         if flag == "o" {
             g.out = Some(PathBuf::from(v));
         } else {

@@ -23,6 +23,9 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some("memtable") {
         return exit_code(memtable_bench::run_command(&args[1..]));
     }
+    if args.first().map(String::as_str) == Some("prepare-cluster") {
+        return exit_code(tracegen::prepare::run(&args[1..]).map(|()| true));
+    }
     let result = cli::parse(&args).and_then(|cmd| match cmd {
         Command::Help => {
             print!("{}", cli::USAGE);

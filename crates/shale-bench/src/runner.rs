@@ -2,9 +2,12 @@
 //!
 //! Concurrency: `threads` client threads share the workload and the backend; each has its own
 //! [`Client`] and [`crate::measure::Recorder`]. A status thread wakes every
-//! [`TIMELINE_INTERVAL`] to sample throughput (for plots and the progress bar) and prints
-//! YCSB-cpp's status line every `status.interval` seconds when `-s` is given, plus one final line
-//! when the phase ends (as YCSB-cpp does).
+//! [`TIMELINE_INTERVAL`] to sample throughput (for plots and the progress bar) and, when `-s` is
+//! given, prints YCSB-cpp's status line as the phase starts (at 0 s), at every multiple of
+//! `status.interval` after the start, and once more when the phase ends. The lines are scheduled
+//! against the phase's start rather than the previous line, so they do not drift, and they read
+//! the recorders' lock-free counters, so a client thread stuck in a slow operation cannot hold
+//! one back.
 //!
 //! Throttling (`target` operations per second, or the workload's own rate): each thread paces
 //! itself to `rate / threads`, scheduling operation `i` at a fixed interval after the previous
@@ -53,10 +56,14 @@ pub struct PhaseResult {
     pub phase: String,
     /// Wall-clock seconds from the first thread's start to the last thread's end.
     pub runtime_secs: f64,
-    /// Operations that succeeded.
+    /// Transactions that succeeded (YCSB-cpp's `operations success`).
     pub operations: u64,
-    /// Operations that failed (errors, missing records, values that did not verify).
+    /// Transactions that did not succeed: failed (errors, missing records, values that did not
+    /// verify) or skipped (YCSB-cpp's `operations fail`).
     pub failed: u64,
+    /// Transactions skipped among `failed`: trace operations the replay does not perform.
+    #[serde(default)]
+    pub skipped: u64,
     /// Values that did not verify (`verify=true`).
     pub verify_failures: u64,
     /// Reads that found nothing where that is normal (trace replay).
@@ -94,6 +101,16 @@ pub fn run_phase(
     };
     let bar = progress_bar(cfg, total);
     let start = Instant::now();
+    // YCSB-cpp prints the first line as the phase starts: printed here, before any client runs,
+    // it always shows nothing done.
+    if cfg.status_interval.is_some() {
+        let line = status_line(
+            &local_timestamp(),
+            Duration::ZERO,
+            &measurements.snapshot().status_message(),
+        );
+        println!("{line}");
+    }
     let mut timeline = vec![TimelinePoint {
         t_secs: 0.0,
         ops: 0,
@@ -122,8 +139,8 @@ pub fn run_phase(
             let measurements = &measurements;
             let stop = &stop;
             handles.push(s.spawn(move || {
-                let recorder = measurements.recorder();
-                let mut client = workload.client(phase, i);
+                let mut recorder = measurements.recorder();
+                let mut client = workload.client(phase, i, quota);
                 let mut next_due = Instant::now();
                 let mut done_ops = 0u64;
                 while done_ops < quota && !stop.load(Ordering::Relaxed) {
@@ -141,10 +158,10 @@ pub fn run_phase(
                             std::thread::sleep(next_due - now);
                         }
                     }
-                    let mut rec = recorder.lock();
-                    if !client.step(db, &mut rec) {
+                    let Some(outcome) = client.step(db, &mut recorder) else {
                         break;
-                    }
+                    };
+                    recorder.record_outcome(outcome);
                     done_ops += 1;
                 }
             }));
@@ -168,13 +185,13 @@ pub fn run_phase(
 
     let snap = measurements.snapshot();
     let runtime_secs = runtime.as_secs_f64();
-    let failed = snap.total_failures();
-    let operations = snap.total_count() - failed;
+    let operations = snap.succeeded();
     PhaseResult {
         phase: phase.label().to_string(),
         runtime_secs,
         operations,
-        failed,
+        failed: snap.failed() + snap.skipped(),
+        skipped: snap.skipped(),
         verify_failures: snap.verify_failures(),
         misses: snap.misses(),
         input_errors: snap.input_errors(),
@@ -252,6 +269,15 @@ fn status_loop(
             }
             return;
         }
+        if let (Some(interval), Some(due)) = (cfg.status_interval, next_status) {
+            if elapsed >= due {
+                print(elapsed);
+                // The next multiple of the interval after now: a line that came late (a stalled
+                // machine) is not followed by a burst of catch-up lines.
+                let periods = elapsed.as_nanos() / interval.as_nanos().max(1) + 1;
+                next_status = Some(interval * u32::try_from(periods).unwrap_or(u32::MAX));
+            }
+        }
         if elapsed >= next_sample {
             let ops = m.total_count();
             timeline.push(TimelinePoint {
@@ -261,12 +287,8 @@ fn status_loop(
             if let Some(b) = bar {
                 b.set_position(ops);
             }
-            next_sample += TIMELINE_INTERVAL;
-        }
-        if let Some(interval) = cfg.status_interval {
-            if elapsed >= next_status.unwrap_or(interval) {
-                print(elapsed);
-                next_status = Some(next_status.unwrap_or(interval) + interval);
+            while next_sample <= elapsed {
+                next_sample += TIMELINE_INTERVAL;
             }
         }
         if cfg.max_execution_time.is_some_and(|max| elapsed >= max) {
@@ -275,27 +297,24 @@ fn status_loop(
     }
 }
 
-/// The final lines of a phase, exactly as YCSB-cpp (the AegonKV fork) prints them.
+/// The final lines of a phase, exactly as YCSB-cpp (the AegonKV fork) prints them
+/// (`Load runtime(sec): ...`, `... operations success(ops)`, `... operations fail(ops)`,
+/// `... throughput(ops/sec)`), followed by the harness's own counts when they are not zero.
 pub fn final_lines(r: &PhaseResult) -> Vec<String> {
     use crate::fmt::cpp_double;
     let label = &r.phase;
-    let mut lines = vec![format!(
-        "{label} runtime(sec): {}",
-        cpp_double(r.runtime_secs)
-    )];
-    if label == "Load" {
-        lines.push(format!("Load operations(ops): {}", r.operations));
-        if r.failed > 0 {
-            lines.push(format!("Load operations fail(ops): {}", r.failed));
-        }
-    } else {
-        lines.push(format!("Run operations success(ops): {}", r.operations));
-        lines.push(format!("Run operations fail(ops): {}", r.failed));
+    let mut lines = vec![
+        format!("{label} runtime(sec): {}", cpp_double(r.runtime_secs)),
+        format!("{label} operations success(ops): {}", r.operations),
+        format!("{label} operations fail(ops): {}", r.failed),
+        format!("{label} throughput(ops/sec): {}", cpp_double(r.throughput)),
+    ];
+    if r.skipped > 0 {
+        lines.push(format!(
+            "{label} operations skipped(ops): {} (trace operations the replay does not perform, counted as fail)",
+            r.skipped
+        ));
     }
-    lines.push(format!(
-        "{label} throughput(ops/sec): {}",
-        cpp_double(r.throughput)
-    ));
     if r.misses > 0 {
         lines.push(format!("{label} read misses(ops): {}", r.misses));
     }
@@ -318,6 +337,7 @@ mod tests {
             runtime_secs: 3438.48,
             operations: 200_000_000,
             failed: 0,
+            skipped: 0,
             verify_failures: 0,
             misses: 0,
             input_errors: 0,
@@ -346,7 +366,8 @@ mod tests {
             final_lines(&result("Load")),
             [
                 "Load runtime(sec): 3438.48",
-                "Load operations(ops): 200000000",
+                "Load operations success(ops): 200000000",
+                "Load operations fail(ops): 0",
                 "Load throughput(ops/sec): 58165.3"
             ]
         );

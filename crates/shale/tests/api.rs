@@ -567,3 +567,40 @@ fn multi_get_answers_as_get_does_for_any_batch() {
     assert_eq!(now.as_deref(), Some(&b"after the snapshot"[..]));
     assert_ne!(now, then, "the snapshot reads the past");
 }
+
+#[test]
+fn wait_for_background_returns_once_flushes_compactions_and_gc_are_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        write_buffer_size: 64 << 10,
+        level0_compaction_trigger: 2,
+        target_file_size: 32 << 10,
+        max_bytes_for_level_base: 128 << 10,
+        min_blob_size: 100,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), options).unwrap();
+    for round in 0..4u8 {
+        for i in 0..2000u32 {
+            db.put(i.to_be_bytes(), vec![round; 200]).unwrap();
+        }
+    }
+    assert!(db
+        .wait_for_background(std::time::Duration::from_secs(60))
+        .unwrap());
+    let settled = db.stats();
+    assert_eq!(settled.sealed_memtables, 0);
+    assert!(settled.files_per_level[0] < 2, "{settled:?}");
+    assert!(
+        settled.flushes > 0 && settled.compactions > 0,
+        "{settled:?}"
+    );
+    // Nothing was left to start: the counters stay where they are.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let later = db.stats();
+    assert_eq!(
+        (later.flushes, later.compactions, later.gc_runs),
+        (settled.flushes, settled.compactions, settled.gc_runs)
+    );
+    db.close().unwrap();
+}

@@ -137,13 +137,13 @@ impl Backend for FjallBackend {
             "fjall.compactions.completed",
             self.db.compactions_completed() as u64,
         );
-        s.set("fjall.tables", self.keyspace.table_count() as u64);
-        s.set("fjall.blob.files", self.keyspace.blob_file_count() as u64);
-        s.set(
+        s.set_gauge("fjall.tables", self.keyspace.table_count() as u64);
+        s.set_gauge("fjall.blob.files", self.keyspace.blob_file_count() as u64);
+        s.set_gauge(
             "fjall.blob.fragmented.bytes",
             self.keyspace.fragmented_blob_bytes(),
         );
-        s.set(DISK_USAGE_STAT, dir_size(&self.dir)?);
+        s.set_gauge(DISK_USAGE_STAT, dir_size(&self.dir)?);
         Ok(s)
     }
 

@@ -1,7 +1,7 @@
 //! `memory`: an ordered map behind a reader-writer lock. It tests the harness (every workload
 //! runs against it in the test suite) and gives the harness's own overhead as a floor.
 
-use super::{Backend, Statistics, DISK_USAGE_STAT};
+use super::{Backend, Settle, Statistics, DISK_USAGE_STAT};
 use crate::error::Result;
 use crate::props::{PropSpec, Properties};
 use parking_lot::RwLock;
@@ -64,13 +64,17 @@ impl Backend for MemoryBackend {
     fn statistics(&self) -> Result<Statistics> {
         let map = self.map.read();
         let mut s = Statistics::default();
-        s.set("memory.keys", map.len() as u64);
-        s.set(
+        s.set_gauge("memory.keys", map.len() as u64);
+        s.set_gauge(
             "memory.bytes",
             map.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum(),
         );
-        s.set(DISK_USAGE_STAT, 0);
+        s.set_gauge(DISK_USAGE_STAT, 0);
         Ok(s)
+    }
+
+    fn settle(&self, _timeout: std::time::Duration) -> Result<Settle> {
+        Ok(Settle::Settled(std::time::Duration::ZERO))
     }
 
     fn close(self: Box<Self>) -> Result<()> {

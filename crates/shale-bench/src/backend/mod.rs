@@ -6,6 +6,8 @@
 //!
 //! Backends:
 //! - `shale`: the embedded Shale engine (this workspace's `shale` crate).
+//! - `titandb`, `diffkv`: the same engine configured by the AegonKV evaluation's Titan and DiffKV
+//!   property names ([`titan_props`] translates them and the run prints the translation).
 //! - `rocksdb`: RocksDB through the `rocksdb` crate, plain or with integrated BlobDB
 //!   (`rocksdb.enable_blob_files=true`); cargo feature `rocksdb`.
 //! - `fjall`: fjall 3, with or without key-value separation (`fjall.kv_separation`); feature `fjall`.
@@ -26,12 +28,14 @@ mod resp_props;
 mod rocks;
 mod rocks_props;
 #[cfg(feature = "shale-engine")]
-mod shale_db;
+pub mod shale_db;
 mod shale_props;
+pub mod titan_props;
 
 use crate::error::{Error, Result};
 use crate::props::{closest_names, PropSpec, Properties};
 use std::path::Path;
+use std::time::Duration;
 
 /// Name of the statistic that every backend reports: bytes on disk under the database directory.
 pub const DISK_USAGE_STAT: &str = "disk.used.bytes";
@@ -46,21 +50,47 @@ pub const GC_WRITE_STAT: &str = "gc.write.bytes";
 /// RocksDB's name for microseconds writers were stalled.
 pub const STALL_MICROS_STAT: &str = "rocksdb.stall.micros";
 
-/// Engine statistics as `(name, value)` pairs, in the backend's order.
+/// Engine statistics as `(name, value)` pairs, in the backend's order. Most are counters
+/// (cumulative since the database was opened, as RocksDB's tickers); those named in `gauges` are
+/// levels at the moment of reading (disk usage, files, live bytes).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Statistics {
     /// The statistics.
     pub entries: Vec<(String, u64)>,
+    /// Names of the entries that are levels rather than counters.
+    #[serde(default)]
+    pub gauges: Vec<String>,
 }
 
 impl Statistics {
-    /// Adds or replaces `name`.
+    /// Adds or replaces the counter `name`.
     pub fn set(&mut self, name: impl Into<String>, value: u64) {
         let name = name.into();
         match self.entries.iter_mut().find(|(n, _)| *n == name) {
             Some(e) => e.1 = value,
             None => self.entries.push((name, value)),
         }
+    }
+
+    /// Adds or replaces the gauge `name`.
+    pub fn set_gauge(&mut self, name: impl Into<String>, value: u64) {
+        let name = name.into();
+        if !self.gauges.contains(&name) {
+            self.gauges.push(name.clone());
+        }
+        self.set(name, value);
+    }
+
+    /// What changed since `earlier`: counters less their value then (RocksDB's statistics after a
+    /// `Reset()`), gauges as they are now.
+    pub fn since(&self, earlier: &Statistics) -> Statistics {
+        let mut out = self.clone();
+        for (name, v) in &mut out.entries {
+            if !self.gauges.contains(name) {
+                *v = v.saturating_sub(earlier.get(name).unwrap_or(0));
+            }
+        }
+        out
     }
 
     /// The value of `name`, if reported.
@@ -105,8 +135,28 @@ pub trait Backend: Send + Sync {
     /// Engine statistics, with RocksDB's names where one exists, plus [`DISK_USAGE_STAT`].
     fn statistics(&self) -> Result<Statistics>;
 
+    /// Waits, at most `timeout`, until the engine's background work (flushes, compactions, blob
+    /// garbage collection) has settled.
+    ///
+    /// # Errors
+    /// `Backend` when the engine fails while waiting.
+    fn settle(&self, _timeout: Duration) -> Result<Settle> {
+        Ok(Settle::Unobservable)
+    }
+
     /// Flushes and closes the database.
     fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// How waiting for background work ended ([`Backend::settle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Nothing left to do, after waiting this long.
+    Settled(Duration),
+    /// Still busy when the bound was reached.
+    TimedOut(Duration),
+    /// The engine does not show its background work.
+    Unobservable,
 }
 
 /// A backend the harness knows: its name, property table and whether this build includes it.
@@ -122,11 +172,23 @@ pub struct BackendInfo {
 }
 
 /// Every backend, available in this build or not.
-pub fn all_backends() -> [BackendInfo; 5] {
+pub fn all_backends() -> [BackendInfo; 7] {
     [
         BackendInfo {
             name: "shale",
             props: shale_props::PROPS,
+            feature: Some("shale-engine"),
+            available: cfg!(feature = "shale-engine"),
+        },
+        BackendInfo {
+            name: "titandb",
+            props: titan_props::TITANDB_PROPS,
+            feature: Some("shale-engine"),
+            available: cfg!(feature = "shale-engine"),
+        },
+        BackendInfo {
+            name: "diffkv",
+            props: titan_props::DIFFKV_PROPS,
             feature: Some("shale-engine"),
             available: cfg!(feature = "shale-engine"),
         },
@@ -155,6 +217,17 @@ pub fn all_backends() -> [BackendInfo; 5] {
             available: true,
         },
     ]
+}
+
+/// The property tables a run with `-db name` accepts: the backend's own, and Shale's for the
+/// backends that are Shale under other names (so `-p shale.memtable=skiplist` works with
+/// `-db titandb`).
+pub fn backend_tables(name: &str) -> Result<Vec<&'static [PropSpec]>> {
+    let info = backend_info(name)?;
+    Ok(match name {
+        "titandb" | "diffkv" => vec![info.props, shale_props::PROPS],
+        _ => vec![info.props],
+    })
 }
 
 /// The property table of backend `name`.
@@ -203,6 +276,10 @@ pub fn open_backend(name: &str, props: &Properties) -> Result<Box<dyn Backend>> 
         "resp" => Ok(Box::new(resp::RespBackend::open(props)?)),
         #[cfg(feature = "shale-engine")]
         "shale" => Ok(Box::new(shale_db::ShaleBackend::open(props)?)),
+        #[cfg(feature = "shale-engine")]
+        "titandb" | "diffkv" => Ok(Box::new(shale_db::ShaleBackend::open_translated(
+            props, name,
+        )?)),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Ok(Box::new(rocks::RocksBackend::open(props)?)),
         #[cfg(feature = "fjall")]

@@ -5,10 +5,15 @@
 //! its text dump: every ticker line `NAME COUNT : N` becomes one entry, so
 //! `rocksdb.compact.read.bytes`, `rocksdb.compact.write.bytes` and `rocksdb.stall.micros` appear
 //! under their RocksDB names.
+//!
+//! As in YCSB-cpp's binding, a size or count of 0 keeps RocksDB's default, so the AegonKV
+//! evaluation's `rocksdb.properties` and `rocksdb-blob.properties` mean what they meant there.
+//! Background work has settled ([`Backend::settle`]) when RocksDB reports no flush or compaction
+//! running or pending.
 
 use super::{
-    dir_size, prepare_dir, rocks_props::DEFAULT_DBNAME, Backend, Statistics, DISK_USAGE_STAT,
-    GC_WRITE_STAT,
+    dir_size, prepare_dir, rocks_props::DEFAULT_DBNAME, Backend, Settle, Statistics,
+    DISK_USAGE_STAT, GC_WRITE_STAT,
 };
 use crate::error::{Error, Result};
 use crate::props::Properties;
@@ -21,9 +26,14 @@ pub struct RocksBackend {
     options: Options,
     write_options: WriteOptions,
     dir: PathBuf,
-    // Keeps the block cache alive as long as the database.
-    _cache: Option<Cache>,
+    // Keep the block caches alive as long as the database.
+    _caches: Vec<Cache>,
 }
+
+/// How often [`RocksBackend::settle`] polls RocksDB's background-work properties.
+const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+/// Consecutive idle polls that count as settled (a flush can start a compaction just after).
+const SETTLE_IDLE_POLLS: u32 = 3;
 
 fn compression(props: &Properties, key: &str) -> Result<DBCompressionType> {
     Ok(
@@ -51,6 +61,14 @@ fn int(props: &Properties, key: &str, default: i64) -> Result<i32> {
     })
 }
 
+/// An unsigned size that YCSB-cpp's binding sets only when it is not 0.
+fn nonzero(props: &Properties, key: &str, default: u64) -> Result<u64> {
+    match props.get_u64(key, default)? {
+        0 => Ok(default),
+        v => Ok(v),
+    }
+}
+
 fn rocks_err(what: &str) -> impl Fn(rocksdb::Error) -> Error + '_ {
     move |e| Error::backend(format!("rocksdb {what}: {e}"))
 }
@@ -62,6 +80,18 @@ impl RocksBackend {
     /// `Property` for bad properties, `Backend` when RocksDB fails to open.
     pub fn open(props: &Properties) -> Result<RocksBackend> {
         props.get_choice("rocksdb.format", "single", &["single"])?;
+        for k in ["rocksdb.optionsfile", "rocksdb.env_uri", "rocksdb.fs_uri"] {
+            if props.get(k).is_some_and(|v| !v.is_empty()) {
+                return Err(Error::property(format!(
+                    "{k} is not supported: give the options as rocksdb.* properties"
+                )));
+            }
+        }
+        if props.get_i64("rocksdb.compaction_pri", -1)? != -1 {
+            return Err(Error::property(
+                "rocksdb.compaction_pri is not supported by the rocksdb crate this harness links; leave it -1",
+            ));
+        }
         let dir = prepare_dir(props, "rocksdb", DEFAULT_DBNAME)?;
         let mut o = Options::default();
         o.create_if_missing(true);
@@ -74,30 +104,34 @@ impl RocksBackend {
         }
         o.set_compression_type(compression(props, "rocksdb.compression")?);
         o.set_max_background_jobs(int(props, "rocksdb.max_background_jobs", 2)?);
-        if props.contains("rocksdb.max_background_compactions") {
+        if int(props, "rocksdb.max_background_compactions", 0)? != 0 {
             #[allow(deprecated)]
             o.set_max_background_compactions(int(props, "rocksdb.max_background_compactions", 1)?);
         }
-        if props.contains("rocksdb.max_background_flushes") {
+        if int(props, "rocksdb.max_background_flushes", 0)? != 0 {
             #[allow(deprecated)]
             o.set_max_background_flushes(int(props, "rocksdb.max_background_flushes", 1)?);
         }
-        o.set_target_file_size_base(props.get_u64("rocksdb.target_file_size_base", 64 << 20)?);
-        o.set_target_file_size_multiplier(int(props, "rocksdb.target_file_size_multiplier", 1)?);
-        o.set_max_bytes_for_level_base(
-            props.get_u64("rocksdb.max_bytes_for_level_base", 256 << 20)?,
+        o.set_target_file_size_base(nonzero(props, "rocksdb.target_file_size_base", 64 << 20)?);
+        o.set_target_file_size_multiplier(
+            i32::try_from(nonzero(props, "rocksdb.target_file_size_multiplier", 1)?)
+                .unwrap_or(i32::MAX),
         );
-        o.set_max_bytes_for_level_multiplier(props.get_f64_in(
-            "rocksdb.max_bytes_for_level_multiplier",
-            10.0,
-            1.0,
-            1000.0,
+        o.set_max_bytes_for_level_base(nonzero(
+            props,
+            "rocksdb.max_bytes_for_level_base",
+            256 << 20,
         )?);
+        let multiplier =
+            props.get_f64_in("rocksdb.max_bytes_for_level_multiplier", 10.0, 0.0, 1000.0)?;
+        o.set_max_bytes_for_level_multiplier(if multiplier == 0.0 { 10.0 } else { multiplier });
         o.set_write_buffer_size(
-            usize::try_from(props.get_u64("rocksdb.write_buffer_size", 64 << 20)?)
+            usize::try_from(nonzero(props, "rocksdb.write_buffer_size", 64 << 20)?)
                 .unwrap_or(usize::MAX),
         );
-        o.set_max_write_buffer_number(int(props, "rocksdb.max_write_buffer_number", 2)?);
+        o.set_max_write_buffer_number(
+            i32::try_from(nonzero(props, "rocksdb.max_write_buffer_number", 2)?).unwrap_or(2),
+        );
         o.set_level_zero_file_num_compaction_trigger(int(
             props,
             "rocksdb.level0_file_num_compaction_trigger",
@@ -141,16 +175,23 @@ impl RocksBackend {
         );
 
         let mut table = BlockBasedOptions::default();
+        let mut caches = Vec::new();
         let cache_size = props.get_u64("rocksdb.cache_size", 8 << 20)?;
-        let cache = if cache_size > 0 {
+        if cache_size > 0 {
             let c = Cache::new_lru_cache(usize::try_from(cache_size).unwrap_or(usize::MAX))
                 .map_err(rocks_err("block cache"))?;
             table.set_block_cache(&c);
-            Some(c)
+            caches.push(c);
         } else {
             table.disable_cache();
-            None
-        };
+        }
+        let compressed = props.get_u64("rocksdb.compressed_cache_size", 0)?;
+        if compressed > 0 {
+            let c = Cache::new_lru_cache(usize::try_from(compressed).unwrap_or(usize::MAX))
+                .map_err(rocks_err("compressed block cache"))?;
+            table.set_block_cache_compressed(&c);
+            caches.push(c);
+        }
         let bloom_bits = props.get_i64("rocksdb.bloom_bits", 10)?;
         if bloom_bits > 0 {
             table.set_bloom_filter(bloom_bits as f64, false);
@@ -169,7 +210,7 @@ impl RocksBackend {
             options: o,
             write_options: w,
             dir,
-            _cache: cache,
+            _caches: caches,
         })
     }
 }
@@ -242,7 +283,7 @@ impl Backend for RocksBackend {
             "rocksdb.live-blob-file-size",
         ] {
             if let Ok(Some(v)) = self.db.property_int_value(prop) {
-                s.set(prop, v);
+                s.set_gauge(prop, v);
             }
         }
         if let (Some(blob), Some(user)) = (
@@ -251,8 +292,37 @@ impl Backend for RocksBackend {
         ) {
             s.set(GC_WRITE_STAT, blob.saturating_sub(user));
         }
-        s.set(DISK_USAGE_STAT, dir_size(&self.dir)?);
+        s.set_gauge(DISK_USAGE_STAT, dir_size(&self.dir)?);
         Ok(s)
+    }
+
+    fn settle(&self, timeout: std::time::Duration) -> Result<Settle> {
+        let start = std::time::Instant::now();
+        let mut idle_polls = 0;
+        loop {
+            let mut busy = false;
+            for prop in [
+                "rocksdb.num-running-flushes",
+                "rocksdb.num-running-compactions",
+                "rocksdb.mem-table-flush-pending",
+                "rocksdb.compaction-pending",
+            ] {
+                busy |= self
+                    .db
+                    .property_int_value(prop)
+                    .map_err(rocks_err("read a property"))?
+                    .unwrap_or(0)
+                    > 0;
+            }
+            idle_polls = if busy { 0 } else { idle_polls + 1 };
+            if idle_polls >= SETTLE_IDLE_POLLS {
+                return Ok(Settle::Settled(start.elapsed()));
+            }
+            if start.elapsed() >= timeout {
+                return Ok(Settle::TimedOut(start.elapsed()));
+            }
+            std::thread::sleep(SETTLE_POLL);
+        }
     }
 
     fn close(self: Box<Self>) -> Result<()> {

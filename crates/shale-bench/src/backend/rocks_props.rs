@@ -153,6 +153,32 @@ pub(super) static PROPS: &[PropSpec] = &[
         "readahead for blob reads in compaction",
     ),
     PropSpec::new(
+        "rocksdb.compressed_cache_size",
+        "0",
+        "compressed block cache bytes (RocksDB 7's block_cache_compressed; 0: none)",
+    ),
+    PropSpec::new(
+        "rocksdb.mergeupdate",
+        "false",
+        "merge-operator updates; no effect, as in YCSB-cpp's default build",
+    ),
+    PropSpec::new(
+        "rocksdb.compaction_pri",
+        "-1",
+        "compaction priority; only -1 (RocksDB's default) is supported",
+    ),
+    PropSpec::new(
+        "rocksdb.optionsfile",
+        "",
+        "a RocksDB options file; not supported (leave empty)",
+    ),
+    PropSpec::new("rocksdb.env_uri", "", "a RocksDB Env URI; not supported"),
+    PropSpec::new(
+        "rocksdb.fs_uri",
+        "",
+        "a RocksDB FileSystem URI; not supported",
+    ),
+    PropSpec::new(
         "rocksdb.increase_parallelism",
         "false",
         "RocksDB's IncreaseParallelism(number of CPUs)",

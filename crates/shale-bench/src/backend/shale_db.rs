@@ -1,23 +1,27 @@
 //! `shale`: the embedded Shale engine. Properties: [`super::shale_props`]; each maps to one
-//! field of `shale::Options`, unset ones keep the engine's defaults.
+//! field of `shale::Options`, unset ones keep the engine's defaults. `titandb` and `diffkv` open
+//! the same engine after [`super::titan_props::translate`] has turned their properties into
+//! `shale.*` ones.
 //!
 //! Statistics: `shale::Stats` under RocksDB's names where one exists
 //! (`rocksdb.compact.read.bytes`, `rocksdb.compact.write.bytes`, `rocksdb.stall.micros`), the rest
 //! as `shale.*`, plus disk usage.
 
 use super::{
-    dir_size, prepare_dir, shale_props::DEFAULT_DBNAME, Backend, Statistics, DISK_USAGE_STAT,
-    GC_WRITE_STAT,
+    dir_size, prepare_dir, shale_props::DEFAULT_DBNAME, Backend, Settle, Statistics,
+    DISK_USAGE_STAT, GC_WRITE_STAT,
 };
 use super::{COMPACT_READ_STAT, COMPACT_WRITE_STAT, STALL_MICROS_STAT};
 use crate::error::{Error, Result};
-use crate::props::Properties;
+use crate::props::{Origin, Properties};
 use shale::{Compression, Db, Durability, MemtableKind, Options, WriteBatch, WriteOptions};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// See the module documentation.
 pub struct ShaleBackend {
     db: Db,
+    options: Options,
     write_options: WriteOptions,
     dir: PathBuf,
 }
@@ -159,18 +163,57 @@ impl ShaleBackend {
     pub fn open(props: &Properties) -> Result<ShaleBackend> {
         let dir = prepare_dir(props, "shale", DEFAULT_DBNAME)?;
         let options = options_from(props)?;
-        let durability = if props.get_bool("shale.sync", false)? {
-            Durability::Sync
-        } else {
-            Durability::Buffered
+        let durability = match props.get_choice(
+            "shale.durability",
+            "buffered",
+            &["buffered", "sync", "unflushed"],
+        )? {
+            _ if props.get_bool("shale.sync", false)? => Durability::Sync,
+            "sync" => Durability::Sync,
+            "unflushed" => Durability::Unflushed,
+            _ => Durability::Buffered,
         };
-        let db = Db::open(&dir, options)
+        let db = Db::open(&dir, options.clone())
             .map_err(|e| Error::backend(format!("cannot open shale at {}: {e}", dir.display())))?;
         Ok(ShaleBackend {
             db,
+            options,
             write_options: WriteOptions { durability },
             dir,
         })
+    }
+
+    /// Opens Shale configured by the `<prefix>.*` properties of the AegonKV fork's Titan or DiffKV
+    /// binding (`prefix` is `titandb` or `diffkv`); `shale.*` properties given as well win.
+    ///
+    /// # Errors
+    /// As [`ShaleBackend::open`], and `Property` for fork properties with bad values.
+    pub fn open_translated(props: &Properties, prefix: &str) -> Result<ShaleBackend> {
+        let t = super::titan_props::translate(props, prefix)?;
+        let mut p = props.clone();
+        for (k, v) in &t.set {
+            if !props.contains(k) {
+                p.set(k.clone(), v.clone(), Origin::Harness);
+            }
+        }
+        if !p.contains("shale.dbname") {
+            p.set(
+                "shale.dbname",
+                format!("./bench-db/{prefix}"),
+                Origin::Harness,
+            );
+        }
+        ShaleBackend::open(&p)
+    }
+
+    /// The options the database was opened with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The durability of every write.
+    pub fn durability(&self) -> Durability {
+        self.write_options.durability
     }
 
     fn write_one(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
@@ -233,16 +276,16 @@ impl Backend for ShaleBackend {
         s.set("shale.compactions", st.compactions);
         s.set("shale.trivial.moves", st.trivial_moves);
         s.set("shale.stop.micros", st.stop_micros);
-        s.set("shale.live.data.bytes", st.live_data_bytes);
-        s.set("shale.on.disk.bytes", st.on_disk_bytes);
+        s.set_gauge("shale.live.data.bytes", st.live_data_bytes);
+        s.set_gauge("shale.on.disk.bytes", st.on_disk_bytes);
         s.set(
             "rocksdb.blobdb.blob.file.bytes.written",
             st.blob_bytes_written,
         );
-        s.set("shale.blob.files", st.blob_files);
-        s.set("shale.blob.live.bytes", st.blob_live_bytes);
-        s.set("shale.blob.garbage.bytes", st.blob_garbage_bytes);
-        s.set(
+        s.set_gauge("shale.blob.files", st.blob_files);
+        s.set_gauge("shale.blob.live.bytes", st.blob_live_bytes);
+        s.set_gauge("shale.blob.garbage.bytes", st.blob_garbage_bytes);
+        s.set_gauge(
             "shale.space.amplification.milli",
             (st.space_amplification * 1000.0).round() as u64,
         );
@@ -252,10 +295,23 @@ impl Backend for ShaleBackend {
         s.set("shale.gc.runs", st.gc_runs);
         s.set("shale.gc.micros", st.gc_micros);
         for (level, files) in st.files_per_level.iter().enumerate() {
-            s.set(format!("shale.files.l{level}"), *files as u64);
+            s.set_gauge(format!("shale.files.l{level}"), *files as u64);
         }
-        s.set(DISK_USAGE_STAT, dir_size(&self.dir)?);
+        s.set_gauge(DISK_USAGE_STAT, dir_size(&self.dir)?);
         Ok(s)
+    }
+
+    fn settle(&self, timeout: Duration) -> Result<Settle> {
+        let start = Instant::now();
+        let settled = self
+            .db
+            .wait_for_background(timeout)
+            .map_err(shale_err("wait for background work"))?;
+        Ok(if settled {
+            Settle::Settled(start.elapsed())
+        } else {
+            Settle::TimedOut(start.elapsed())
+        })
     }
 
     fn close(self: Box<Self>) -> Result<()> {

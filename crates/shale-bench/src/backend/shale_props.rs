@@ -20,6 +20,11 @@ pub(super) static PROPS: &[PropSpec] = &[
         "false",
         "every write waits for an fsync of the WAL (Durability::Sync)",
     ),
+    PropSpec::new(
+        "shale.durability",
+        "buffered",
+        "buffered (WAL in the page cache), sync (fsynced) or unflushed (WAL buffered in the process)",
+    ),
     PropSpec::new("shale.write_buffer_size", "", "memtable size in bytes"),
     PropSpec::new(
         "shale.max_write_buffers",

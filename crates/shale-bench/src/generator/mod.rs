@@ -11,9 +11,11 @@
 //! during load and run).
 
 mod counter;
+mod mt64;
 mod zipfian;
 
 pub use counter::{AcknowledgedCounter, Counter, ACK_WINDOW_SIZE};
+pub use mt64::Mt64;
 pub use zipfian::{
     Latest, ScrambledZipfian, Zipfian, SCRAMBLED_ZIPFIAN_ITEMS, SCRAMBLED_ZIPFIAN_ZETAN,
     ZIPFIAN_CONSTANT,

@@ -9,9 +9,10 @@
 //! - Every stored property remembers where it came from ([`Origin`]), and every error about a
 //!   value names that place (`workloads/workloada:12`), so a person can fix it at once.
 //! - Values are trimmed of surrounding white space (as YCSB-cpp does); keys are case-sensitive.
-//! - Nothing here knows which names are valid: [`Properties::check_known`] compares the names
-//!   against the [`PropSpec`] tables of the components in use and reports unknown ones with the
-//!   closest known names.
+//! - Nothing here knows which names are valid: [`Properties::unknown`] compares the names
+//!   against the [`PropSpec`] tables of the components in use and lists unknown ones with where
+//!   they were set and the closest known names. The run warns about them and goes on, as
+//!   YCSB-cpp ignores names no component reads; `strict=true` makes them errors.
 
 mod parse;
 mod spec;
@@ -267,32 +268,59 @@ impl Properties {
             .ok_or_else(|| self.bad(key, format_args!("is not one of: {}", choices.join(", "))))
     }
 
-    /// Checks that every property name is in one of `tables`; an unknown name is an error that
-    /// lists the closest known names.
-    ///
-    /// # Errors
-    /// `Property` naming the first unknown property, where it was set and what was probably meant.
-    pub fn check_known(&self, tables: &[&[PropSpec]]) -> Result<()> {
+    /// The properties whose names are in none of `tables`, in name order, each with where it was
+    /// set and the closest known names.
+    pub fn unknown(&self, tables: &[&[PropSpec]]) -> Vec<UnknownProperty> {
         let known: Vec<&str> = tables
             .iter()
             .flat_map(|t| t.iter().map(|s| s.name))
             .collect();
-        for (key, entry) in &self.entries {
-            if known.contains(&key.as_str()) {
-                continue;
-            }
-            let close = closest_names(key, &known, 3);
-            let hint = if close.is_empty() {
-                String::from(" (see `shale-bench -help-properties` for the full list)")
-            } else {
-                format!("; did you mean {}?", close.join(" or "))
-            };
-            return Err(Error::property(format!(
-                "unknown property '{key}' (set at {}){hint}",
-                entry.origin
-            )));
+        self.entries
+            .iter()
+            .filter(|(key, _)| !known.contains(&key.as_str()))
+            .map(|(key, entry)| UnknownProperty {
+                name: key.clone(),
+                origin: entry.origin.clone(),
+                suggestions: closest_names(key, &known, 3)
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Checks that every property name is in one of `tables`.
+    ///
+    /// # Errors
+    /// `Property` naming the first unknown property, where it was set and what was probably meant.
+    pub fn check_known(&self, tables: &[&[PropSpec]]) -> Result<()> {
+        match self.unknown(tables).first() {
+            None => Ok(()),
+            Some(u) => Err(Error::property(format!("unknown property {u}"))),
         }
-        Ok(())
+    }
+}
+
+/// A property no component knows (see [`Properties::unknown`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownProperty {
+    /// Its name.
+    pub name: String,
+    /// Where it was set.
+    pub origin: Origin,
+    /// The closest known names, closest first.
+    pub suggestions: Vec<String>,
+}
+
+impl fmt::Display for UnknownProperty {
+    /// `'name' (set at file:line); did you mean x?`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "'{}' (set at {})", self.name, self.origin)?;
+        if self.suggestions.is_empty() {
+            f.write_str(" (see `shale-bench -help-properties` for the full list)")
+        } else {
+            write!(f, "; did you mean {}?", self.suggestions.join(" or "))
+        }
     }
 }
 

@@ -15,11 +15,19 @@
 //!   key numbers whose insert (and every earlier one) has finished.
 //! - `zipfian` is YCSB's scrambled zipfian over `recordcount + 2 * operationcount * insertproportion`
 //!   items; draws of keys not yet inserted are redrawn.
+//! - A read-modify-write (workload F) is measured as YCSB-cpp measures it: the read as a READ,
+//!   then the write as an UPDATE (one field, so the update reads the record again and writes it
+//!   back); the transaction succeeds when the update does.
+//! - `fromfileproportion` draws the AegonKV fork's trace operations ([`super::fromfile`]).
 //!
 //! With `verify=true` every record read is decoded and each field compared with the
 //! deterministic value stream of its key and field (see [`crate::record`]); a record must have
 //! exactly fields `0..fieldcount`.
 
+use super::fromfile::{
+    read_init_keys, FileKey, FileOp, FileOpKind, FileType, TraceFile, CLUSTER_LOAD_VALUE_SIZE,
+    TRACE_BATCH, TRACE_SCAN_LENGTH,
+};
 use super::{finish, time_op, Client, Context, Phase, Workload};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -27,7 +35,7 @@ use crate::generator::{
     AcknowledgedCounter, Counter, Discrete, Hotspot, Latest, ScrambledZipfian, Uniform, Zipfian,
     ZIPFIAN_CONSTANT,
 };
-use crate::measure::{OpKind, Recorder};
+use crate::measure::{OpKind, Outcome, Recorder};
 use crate::props::{PropSpec, Properties};
 use crate::record::{
     build_ycsb_key, decode_record, encode_record, fill_value, value_matches, Field,
@@ -152,6 +160,7 @@ enum CoreOp {
     Insert,
     Scan,
     ReadModifyWrite,
+    FromFile,
 }
 
 #[derive(Debug, Clone)]
@@ -205,9 +214,16 @@ pub struct CoreWorkload {
     scan_len: LengthGen,
     hashed: bool,
     zero_padding: usize,
+    insert_start: u64,
     load_keys: Counter,
     run_inserts: AcknowledgedCounter,
     sequential: Arc<Counter>,
+    /// The trace of from-file operations, when `fromfileproportion > 0`.
+    trace: Option<TraceFile>,
+    /// Keys the load phase writes instead of `user<n>` (`filetype=cluster` with `initfilepath`).
+    init_keys: Option<Vec<Vec<u8>>>,
+    /// Set once the trace ran out, so the note is printed once.
+    trace_ended: std::sync::atomic::AtomicBool,
 }
 
 impl CoreWorkload {
@@ -253,18 +269,46 @@ impl CoreWorkload {
         let insert = proportion("insertproportion", 0.0)?;
         let scan = proportion("scanproportion", 0.0)?;
         let rmw = proportion("readmodifywriteproportion", 0.0)?;
+        let from_file = proportion("fromfileproportion", 0.0)?;
         let mut ops = Discrete::new();
         ops.add(CoreOp::Read, read);
         ops.add(CoreOp::Update, update);
         ops.add(CoreOp::Insert, insert);
         ops.add(CoreOp::Scan, scan);
         ops.add(CoreOp::ReadModifyWrite, rmw);
+        ops.add(CoreOp::FromFile, from_file);
         if ops.is_empty() && operation_count > 0 {
             return Err(Error::property(
                 "every operation proportion is zero: set at least one of readproportion, updateproportion, \
-                 insertproportion, scanproportion, readmodifywriteproportion",
+                 insertproportion, scanproportion, readmodifywriteproportion, fromfileproportion",
             ));
         }
+        let (trace, init_keys) = if from_file > 0.0 {
+            let filetype = FileType::from_props(props)?;
+            let path = props
+                .get("filepath")
+                .filter(|p| !p.is_empty())
+                .ok_or_else(|| {
+                    Error::property("fromfileproportion > 0 needs filepath (the trace to replay)")
+                })?;
+            let init = match (filetype, props.get("initfilepath").filter(|p| !p.is_empty())) {
+                (FileType::Cluster, Some(init)) => Some(read_init_keys(init, record_count)?),
+                (FileType::Cluster, None) if record_count > 0 => {
+                    return Err(Error::property(
+                        "filetype=cluster loads the keys listed in initfilepath (one per line, as \
+                         workload_prepare.py writes them): set initfilepath, or recordcount=0 to load nothing",
+                    ))
+                }
+                _ => None,
+            };
+            (Some(TraceFile::open(path, filetype)?), init)
+        } else {
+            (None, None)
+        };
+        let insert_count = match &init_keys {
+            Some(keys) => keys.len() as u64,
+            None => insert_count,
+        };
 
         let min_scan = props.get_u64_in("minscanlength", 1, 1, u64::from(u32::MAX))?;
         let max_scan = props.get_u64_in(
@@ -325,9 +369,13 @@ impl CoreWorkload {
             scan_len,
             hashed,
             zero_padding,
+            insert_start,
             load_keys: Counter::new(insert_start),
             run_inserts: AcknowledgedCounter::new(record_count),
             sequential: Arc::new(Counter::new(0)),
+            trace,
+            init_keys,
+            trace_ended: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -345,7 +393,7 @@ impl Workload for CoreWorkload {
         }
     }
 
-    fn client(&self, phase: Phase, thread: usize) -> Box<dyn Client + '_> {
+    fn client(&self, phase: Phase, thread: usize, quota: u64) -> Box<dyn Client + '_> {
         Box::new(CoreClient {
             w: self,
             phase,
@@ -354,6 +402,9 @@ impl Workload for CoreWorkload {
             key: Vec::new(),
             record: Vec::new(),
             scratch: Vec::new(),
+            file_ops: Vec::new(),
+            file_pos: 0,
+            file_quota: quota,
         })
     }
 }
@@ -366,6 +417,12 @@ struct CoreClient<'a> {
     key: Vec<u8>,
     record: Vec<u8>,
     scratch: Vec<u8>,
+    /// Trace operations taken from the shared reader, not yet performed.
+    file_ops: Vec<FileOp>,
+    file_pos: usize,
+    /// Trace lines this thread may still take: never more than its transactions, so no line is
+    /// left unused in a thread's batch while another thread finds the trace exhausted.
+    file_quota: u64,
 }
 
 impl CoreClient<'_> {
@@ -455,6 +512,20 @@ impl CoreClient<'_> {
         let fields = decode_record(value).ok_or_else(|| {
             Error::verify(format!("value of {} is not a shale-bench record", show()))
         })?;
+        if w.trace.is_some() {
+            // Trace writes and cluster loads store one field of any length: check the bytes only.
+            return match fields
+                .iter()
+                .find(|f| !value_matches(f.value, key, f.index))
+            {
+                None => Ok(()),
+                Some(f) => Err(Error::verify(format!(
+                    "{} field{} does not hold the value written",
+                    show(),
+                    f.index
+                ))),
+            };
+        }
         if fields.len() as u64 != w.field_count {
             return Err(Error::verify(format!(
                 "{} has {} fields, expected {}",
@@ -480,13 +551,19 @@ impl CoreClient<'_> {
         Ok(())
     }
 
-    fn do_read(&mut self, db: &dyn Backend, rec: &mut Recorder) {
+    fn do_read(&mut self, db: &dyn Backend, rec: &mut Recorder) -> Outcome {
         let w = self.w;
         let key_num = match self.next_key_num() {
             Ok(k) => k,
             Err(e) => return finish(rec, &w.ctx.log, OpKind::Read, Duration::ZERO, Err(e)),
         };
         self.set_key(key_num);
+        self.read_current(db, rec)
+    }
+
+    /// A READ of the current key.
+    fn read_current(&mut self, db: &dyn Backend, rec: &mut Recorder) -> Outcome {
+        let w = self.w;
         let field = (!w.read_all_fields).then(|| self.rng.below(w.field_count));
         let key = &self.key;
         let (got, latency) = time_op(|| db.read(key));
@@ -501,52 +578,67 @@ impl CoreClient<'_> {
             }
             Ok(())
         });
-        finish(rec, &w.ctx.log, OpKind::Read, latency, outcome);
+        finish(rec, &w.ctx.log, OpKind::Read, latency, outcome)
     }
 
-    fn do_update(&mut self, db: &dyn Backend, rec: &mut Recorder, kind: OpKind) {
+    fn do_update(&mut self, db: &dyn Backend, rec: &mut Recorder) -> Outcome {
         let w = self.w;
         let key_num = match self.next_key_num() {
             Ok(k) => k,
-            Err(e) => return finish(rec, &w.ctx.log, kind, Duration::ZERO, Err(e)),
+            Err(e) => return finish(rec, &w.ctx.log, OpKind::Update, Duration::ZERO, Err(e)),
         };
         self.set_key(key_num);
-        let field = self.rng.below(w.field_count);
-        let (outcome, latency) = time_op(|| self.update_current(db, kind, field));
-        finish(rec, &w.ctx.log, kind, latency, outcome);
+        self.update_current(db, rec)
     }
 
-    /// An UPDATE (or READMODIFYWRITE: always reads first) of the current key.
-    fn update_current(&mut self, db: &dyn Backend, kind: OpKind, field: u64) -> Result<()> {
+    /// YCSB-cpp's read-modify-write: a READ of the record, then an UPDATE of it, measured apart.
+    fn do_read_modify_write(&mut self, db: &dyn Backend, rec: &mut Recorder) -> Outcome {
         let w = self.w;
-        let needs_read = kind == OpKind::ReadModifyWrite || !w.write_all_fields;
-        let old = if needs_read {
-            let old = db.read(&self.key)?;
-            let old = old.ok_or_else(|| missing(&self.key))?;
+        let key_num = match self.next_key_num() {
+            Ok(k) => k,
+            Err(e) => return finish(rec, &w.ctx.log, OpKind::Read, Duration::ZERO, Err(e)),
+        };
+        self.set_key(key_num);
+        self.read_current(db, rec);
+        self.update_current(db, rec)
+    }
+
+    /// An UPDATE of the current key: of one field (read, replace, write back) unless
+    /// `writeallfields`.
+    fn update_current(&mut self, db: &dyn Backend, rec: &mut Recorder) -> Outcome {
+        let w = self.w;
+        let field = self.rng.below(w.field_count);
+        let (outcome, latency) = time_op(|| self.write_update(db, field));
+        finish(rec, &w.ctx.log, OpKind::Update, latency, outcome)
+    }
+
+    fn write_update(&mut self, db: &dyn Backend, field: u64) -> Result<()> {
+        let w = self.w;
+        if w.write_all_fields {
+            self.build_record();
+        } else {
+            let old = db.read(&self.key)?.ok_or_else(|| missing(&self.key))?;
             if w.ctx.verify {
                 CoreClient::verify_record(w, &self.key, &old)?;
             }
-            Some(old)
-        } else {
-            None
-        };
-        match old {
-            Some(old) if !w.write_all_fields => self.replace_field(&old, field)?,
-            _ => self.build_record(),
+            self.replace_field(&old, field)?;
         }
         db.update(&self.key, &self.record)
     }
 
-    fn do_insert(&mut self, db: &dyn Backend, rec: &mut Recorder, key_num: u64) {
-        let w = self.w;
-        self.set_key(key_num);
+    fn do_insert(&mut self, db: &dyn Backend, rec: &mut Recorder) -> Outcome {
         self.build_record();
-        let (key, record) = (&self.key, &self.record);
-        let (outcome, latency) = time_op(|| db.insert(key, record));
-        finish(rec, &w.ctx.log, OpKind::Insert, latency, outcome);
+        self.insert_current(db, rec)
     }
 
-    fn do_scan(&mut self, db: &dyn Backend, rec: &mut Recorder) {
+    /// An INSERT of `self.record` under the current key.
+    fn insert_current(&mut self, db: &dyn Backend, rec: &mut Recorder) -> Outcome {
+        let (key, record) = (&self.key, &self.record);
+        let (outcome, latency) = time_op(|| db.insert(key, record));
+        finish(rec, &self.w.ctx.log, OpKind::Insert, latency, outcome)
+    }
+
+    fn do_scan(&mut self, db: &dyn Backend, rec: &mut Recorder) -> Outcome {
         let w = self.w;
         let key_num = match self.next_key_num() {
             Ok(k) => k,
@@ -554,6 +646,12 @@ impl CoreClient<'_> {
         };
         self.set_key(key_num);
         let len = w.scan_len.next(&mut self.rng) as usize;
+        self.scan_current(db, rec, len)
+    }
+
+    /// A SCAN of up to `len` records from the current key.
+    fn scan_current(&mut self, db: &dyn Backend, rec: &mut Recorder, len: usize) -> Outcome {
+        let w = self.w;
         let start_key = &self.key;
         let verify = w.ctx.verify;
         let mut problem: Option<Error> = None;
@@ -570,7 +668,97 @@ impl CoreClient<'_> {
             })
         });
         let outcome = got.and_then(|_| problem.map_or(Ok(()), Err));
-        finish(rec, &w.ctx.log, OpKind::Scan, latency, outcome);
+        finish(rec, &w.ctx.log, OpKind::Scan, latency, outcome)
+    }
+
+    /// The next trace operation for this thread; `None` at the end of the trace.
+    fn next_file_op(&mut self, trace: &TraceFile) -> Result<Option<FileOp>> {
+        if self.file_pos >= self.file_ops.len() {
+            self.file_pos = 0;
+            let want = self.file_quota.min(TRACE_BATCH as u64) as usize;
+            trace.next_batch(&mut self.file_ops, want)?;
+            self.file_quota -= self.file_ops.len() as u64;
+        }
+        let op = self.file_ops.get_mut(self.file_pos).map(|op| FileOp {
+            key: std::mem::replace(&mut op.key, FileKey::Number(0)),
+            kind: op.kind,
+            size: op.size,
+        });
+        self.file_pos += 1;
+        Ok(op)
+    }
+
+    /// One from-file transaction (see [`super::fromfile`]); `None` when the trace has ended.
+    fn do_from_file(&mut self, db: &dyn Backend, rec: &mut Recorder) -> Option<Outcome> {
+        let w = self.w;
+        let trace = w.trace.as_ref()?;
+        let op = match self.next_file_op(trace) {
+            Ok(Some(op)) => op,
+            Ok(None) => {
+                if !w
+                    .trace_ended
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    eprintln!(
+                        "note: trace {} ended after {} operations (operationcount is {})",
+                        trace.source(),
+                        trace.handed_out(),
+                        w.operation_count
+                    );
+                }
+                return None;
+            }
+            Err(e) => {
+                w.ctx.log.report(&e.to_string());
+                rec.record_input_error();
+                return None;
+            }
+        };
+        match op.key {
+            FileKey::Number(n) => self.set_key(n),
+            FileKey::Bytes(k) => self.key = k,
+        }
+        Some(match op.kind {
+            FileOpKind::Skip => Outcome::Skipped,
+            FileOpKind::Insert => {
+                self.build_single_field(op.size as usize);
+                self.insert_current(db, rec)
+            }
+            FileOpKind::Scan => self.scan_current(db, rec, TRACE_SCAN_LENGTH),
+            FileOpKind::Read => {
+                let key = &self.key;
+                let (got, latency) = time_op(|| db.read(key));
+                match got {
+                    Ok(None) => {
+                        // A cache trace misses: a failed READ, as the fork counts it, not an error.
+                        rec.record(OpKind::Read, latency, false);
+                        rec.record_miss();
+                        Outcome::Failed
+                    }
+                    got => {
+                        let outcome = got.and_then(|v| match v {
+                            Some(v) if w.ctx.verify => CoreClient::verify_record(w, key, &v),
+                            _ => Ok(()),
+                        });
+                        finish(rec, &w.ctx.log, OpKind::Read, latency, outcome)
+                    }
+                }
+            }
+        })
+    }
+
+    /// Encodes a record of one field (`field0`) of `len` bytes for the current key.
+    fn build_single_field(&mut self, len: usize) {
+        self.scratch.clear();
+        fill_value(&mut self.scratch, &self.key, 0, len);
+        self.record.clear();
+        encode_record(
+            &mut self.record,
+            &[Field {
+                index: 0,
+                value: &self.scratch,
+            }],
+        );
     }
 }
 
@@ -592,26 +780,39 @@ pub(crate) fn check_scanned(start: &[u8], prev: &[u8], k: &[u8]) -> Result<()> {
 }
 
 impl Client for CoreClient<'_> {
-    fn step(&mut self, db: &dyn Backend, rec: &mut Recorder) -> bool {
+    fn step(&mut self, db: &dyn Backend, rec: &mut Recorder) -> Option<Outcome> {
         let w = self.w;
         match self.phase {
             Phase::Load => {
-                let k = w.load_keys.next();
-                self.do_insert(db, rec, k);
+                let i = w.load_keys.next();
+                match &w.init_keys {
+                    Some(keys) => {
+                        self.key
+                            .clone_from(keys.get((i - w.insert_start) as usize)?);
+                        self.build_single_field(CLUSTER_LOAD_VALUE_SIZE);
+                        Some(self.insert_current(db, rec))
+                    }
+                    None => {
+                        self.set_key(i);
+                        Some(self.do_insert(db, rec))
+                    }
+                }
             }
-            Phase::Run => match w.ops.next(&mut self.rng) {
+            Phase::Run => Some(match w.ops.next(&mut self.rng) {
                 CoreOp::Read => self.do_read(db, rec),
-                CoreOp::Update => self.do_update(db, rec, OpKind::Update),
-                CoreOp::ReadModifyWrite => self.do_update(db, rec, OpKind::ReadModifyWrite),
+                CoreOp::Update => self.do_update(db, rec),
+                CoreOp::ReadModifyWrite => self.do_read_modify_write(db, rec),
                 CoreOp::Scan => self.do_scan(db, rec),
+                CoreOp::FromFile => return self.do_from_file(db, rec),
                 CoreOp::Insert => {
                     let k = w.run_inserts.next();
-                    self.do_insert(db, rec, k);
+                    self.set_key(k);
+                    let outcome = self.do_insert(db, rec);
                     // Acknowledged even when it failed, as YCSB does: the run must go on.
                     w.run_inserts.acknowledge(k);
+                    outcome
                 }
-            },
+            }),
         }
-        true
     }
 }

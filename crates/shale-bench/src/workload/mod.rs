@@ -5,21 +5,24 @@
 //! one operation per [`Client::step`], timing it into the thread's [`Recorder`].
 //!
 //! Workloads:
-//! - `core` ([`core::CoreWorkload`]): YCSB's core workload (A-G and anything else its properties say).
-//! - `mixgraph` ([`mixgraph::MixGraph`]): the Social Graph model of Cao et al. (FAST'20).
-//! - `trace` ([`trace::TraceReplay`]): replay of a Twitter cache trace.
+//! - `core` ([`core::CoreWorkload`]): YCSB's core workload (A-G and anything else its properties
+//!   say), with the AegonKV fork's trace operations (`fromfileproportion`, [`fromfile`]): replay of
+//!   a Social Graph trace (`filetype=meta`) or a Twitter cache trace (`filetype=cluster`).
+//! - `mixgraph` ([`mixgraph::MixGraph`]): RocksDB db_bench's mixgraph (the Social Graph model of
+//!   Cao et al., FAST'20) generated on the fly; `shale-bench gen-trace` writes the same model to a
+//!   trace file for `filetype=meta`.
 //!
 //! Errors during a run (a backend failure, a value that does not verify) do not stop the run: the
 //! operation counts as failed and the first [`MAX_REPORTED_ERRORS`] messages go to stderr, as a
 //! benchmark must finish to be useful. A failed verification also makes the process exit non-zero.
 
 pub mod core;
+pub mod fromfile;
 pub mod mixgraph;
-pub mod trace;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::measure::{OpKind, Recorder};
+use crate::measure::{OpKind, Outcome, Recorder};
 use crate::props::{PropSpec, Properties};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -55,8 +58,8 @@ pub trait Workload: Send + Sync {
     /// runs dry earlier (a trace) makes [`Client::step`] return false.
     fn operation_count(&self, phase: Phase) -> u64;
 
-    /// A client for thread `thread` of `phase`.
-    fn client(&self, phase: Phase, thread: usize) -> Box<dyn Client + '_>;
+    /// A client for thread `thread` of `phase`, which will perform at most `quota` transactions.
+    fn client(&self, phase: Phase, thread: usize, quota: u64) -> Box<dyn Client + '_>;
 
     /// The target rate (operations per second, all threads) `elapsed_secs` into the run phase,
     /// when the workload shapes its own rate (mixgraph's sine); `None` otherwise.
@@ -67,9 +70,9 @@ pub trait Workload: Send + Sync {
 
 /// One client thread's view of a workload.
 pub trait Client: Send {
-    /// Performs one operation of the phase the client was made for, recording it into `rec`.
-    /// Returns false when the workload has no operation left.
-    fn step(&mut self, db: &dyn Backend, rec: &mut Recorder) -> bool;
+    /// Performs one transaction of the phase the client was made for, recording its operations
+    /// into `rec`, and returns what it came to; `None` when the workload has nothing left.
+    fn step(&mut self, db: &dyn Backend, rec: &mut Recorder) -> Option<Outcome>;
 }
 
 /// Shared error accounting for one run: prints the first errors, counts the rest.
@@ -114,19 +117,24 @@ pub(crate) fn time_op<T>(op: impl FnOnce() -> Result<T>) -> (Result<T>, Duration
 
 /// Records a finished operation of `kind` that took `latency`: successful when `outcome` is
 /// `Ok`, otherwise failed and reported (a `Verify` error also counts as a verification failure).
+/// Returns the operation's outcome.
 pub(crate) fn finish(
     rec: &mut Recorder,
     log: &ErrorLog,
     kind: OpKind,
     latency: Duration,
     outcome: Result<()>,
-) {
+) -> Outcome {
     rec.record(kind, latency, outcome.is_ok());
-    if let Err(e) = outcome {
-        if log.verify && e.kind() == crate::error::ErrorKind::Verify {
-            rec.record_verify_failure();
+    match outcome {
+        Ok(()) => Outcome::Ok,
+        Err(e) => {
+            if log.verify && e.kind() == crate::error::ErrorKind::Verify {
+                rec.record_verify_failure();
+            }
+            log.report(&format!("{}: {e}", kind.name()));
+            Outcome::Failed
         }
-        log.report(&format!("{}: {e}", kind.name()));
     }
 }
 
@@ -136,10 +144,11 @@ pub fn show_key(key: &[u8]) -> String {
 }
 
 /// Names of the workloads, for `workload=`.
-pub const WORKLOAD_NAMES: [&str; 3] = ["core", "mixgraph", "trace"];
+pub const WORKLOAD_NAMES: [&str; 2] = ["core", "mixgraph"];
 
 /// Resolves the `workload` property: `core` (also YCSB's Java class names for the core
-/// workload), `mixgraph` or `trace`.
+/// workload, `com.yahoo.ycsb.workloads.CoreWorkload` and `site.ycsb.workloads.CoreWorkload`) or
+/// `mixgraph`.
 ///
 /// # Errors
 /// `Property` for anything else.
@@ -156,12 +165,11 @@ pub fn workload_kind(props: &Properties) -> Result<&'static str> {
     })
 }
 
-/// The property table of workload `kind`.
-pub fn workload_props(kind: &str) -> &'static [PropSpec] {
+/// The property tables of workload `kind`.
+pub fn workload_props(kind: &str) -> Vec<&'static [PropSpec]> {
     match kind {
-        "mixgraph" => mixgraph::PROPS,
-        "trace" => trace::PROPS,
-        _ => core::PROPS,
+        "mixgraph" => vec![mixgraph::PROPS],
+        _ => vec![core::PROPS, fromfile::PROPS],
     }
 }
 
@@ -171,7 +179,6 @@ pub fn workload_props(kind: &str) -> &'static [PropSpec] {
 /// `Property` for bad workload properties, `Io`/`Input` for an unreadable trace.
 pub fn build_workload(
     props: &Properties,
-    phases: (bool, bool),
     log: &std::sync::Arc<ErrorLog>,
 ) -> Result<Box<dyn Workload>> {
     let seed = props.get_u64("seed", DEFAULT_SEED)?;
@@ -183,7 +190,6 @@ pub fn build_workload(
     };
     Ok(match workload_kind(props)? {
         "mixgraph" => Box::new(mixgraph::MixGraph::new(props, ctx)?),
-        "trace" => Box::new(trace::TraceReplay::new(props, ctx, phases.0)?),
         _ => Box::new(core::CoreWorkload::new(props, ctx)?),
     })
 }

@@ -103,6 +103,27 @@ fn worker(inner: &Arc<DbInner>) {
     }
 }
 
+/// True when background work has settled: no memtable waits for a flush, no flush, compaction or
+/// GC task runs, and neither the compaction picker nor the GC picker would start one. Called with
+/// the state lock held, so no worker can be between picking a job and marking it running.
+pub(crate) fn settled(inner: &DbInner, state: &State) -> bool {
+    if !state.sealed.is_empty()
+        || state.flush_running
+        || state.compactions_running > 0
+        || state.manual_waiting > 0
+        || super::gc::has_work(inner, state)
+    {
+        return false;
+    }
+    let version = state.versions.current();
+    picker::pick(&PickerState {
+        version: &version,
+        options: &inner.options,
+        busy: &state.busy,
+    })
+    .is_none()
+}
+
 fn finish_job(inner: &DbInner, result: Result<()>) {
     if let Err(e) = result {
         if !(e.kind() == ErrorKind::Closed && inner.closed.load(Ordering::Acquire)) {

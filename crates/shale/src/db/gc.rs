@@ -83,6 +83,38 @@ pub(crate) fn active(state: &State) -> bool {
     state.gc.scheduling || !state.gc.in_flight.is_empty()
 }
 
+/// The blob files the GC picker would collect now in `version`: none of those already being
+/// collected, that failed, or (Titan mode) that were rewritten already.
+fn pick_files(inner: &DbInner, gc: &GcState, version: &Version) -> picker::GcPick {
+    let mut excluded: HashSet<u64> = gc.busy.clone();
+    excluded.extend(gc.failed.iter().copied());
+    excluded.extend(gc.retired.iter().copied());
+    let policy = GcPolicy {
+        threshold: inner.options.gc_threshold,
+        space_amp_target: inner.options.gc_space_amp_target,
+        max_tasks: match inner.options.gc_mode {
+            GcMode::Offload => inner.gc_engine.caps().max_in_flight.max(1),
+            GcMode::Titan => 1,
+        },
+    };
+    picker::pick(
+        &version.blobs,
+        &excluded,
+        gc.busy.len(),
+        space(version),
+        &policy,
+    )
+}
+
+/// True while GC has work: a task in flight or being scheduled, or a blob file it would collect.
+pub(crate) fn has_work(inner: &DbInner, state: &State) -> bool {
+    if active(state) {
+        return true;
+    }
+    let version = state.versions.current();
+    !version.blobs.is_empty() && !pick_files(inner, &state.gc, &version).files.is_empty()
+}
+
 /// Installs finished GC tasks and starts new ones. Called by a background worker holding the state
 /// lock. Returns true when it did something (the caller then re-checks for other work).
 ///
@@ -111,21 +143,8 @@ fn run_locked(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<bool
     if version.blobs.is_empty() {
         return Ok(did);
     }
-    let gc = &mut state.gc;
-    gc.retired.retain(|l| version.blobs.contains_key(l));
-    let mut excluded: HashSet<u64> = gc.busy.clone();
-    excluded.extend(gc.failed.iter().copied());
-    excluded.extend(gc.retired.iter().copied());
-    let policy = GcPolicy {
-        threshold: inner.options.gc_threshold,
-        space_amp_target: inner.options.gc_space_amp_target,
-        max_tasks: match inner.options.gc_mode {
-            GcMode::Offload => inner.gc_engine.caps().max_in_flight.max(1),
-            GcMode::Titan => 1,
-        },
-    };
-    let running = state.gc.busy.len();
-    let pick = picker::pick(&version.blobs, &excluded, running, space(&version), &policy);
+    state.gc.retired.retain(|l| version.blobs.contains_key(l));
+    let pick = pick_files(inner, &state.gc, &version);
     for logical in pick.files {
         let Some(meta) = version.blobs.get(&logical).cloned() else {
             continue;

@@ -348,6 +348,37 @@ impl Db {
         }
     }
 
+    /// Waits until background work has settled, or until `timeout` has passed: no memtable waits
+    /// for a flush, and no flush, compaction or garbage collection runs or is due (the pickers
+    /// would start nothing). Returns whether it settled. Writes made meanwhile can start more
+    /// work; benchmarks call this after their clients stop, to read statistics of finished work
+    /// (Titan's `WaitBackgroundJob`).
+    ///
+    /// # Errors
+    /// The error that poisoned the database, or `Closed`.
+    pub fn wait_for_background(&self, timeout: std::time::Duration) -> Result<bool> {
+        let inner = &self.inner;
+        let deadline = std::time::Instant::now() + timeout;
+        let mut state = inner.state.lock();
+        loop {
+            inner.check_open()?;
+            if let Some(e) = inner.poison_error() {
+                return Err(e);
+            }
+            if background::settled(inner, &state) {
+                return Ok(true);
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            inner.bg_cv.wait_for(
+                &mut state,
+                (deadline - now).min(std::time::Duration::from_millis(10)),
+            );
+        }
+    }
+
     /// Statistics as of now.
     pub fn stats(&self) -> Stats {
         read::stats(&self.inner)
