@@ -198,6 +198,12 @@ impl Cluster {
         }
     }
 
+    /// Stops node `id` for good (after it left the cluster): `settle` no longer restarts it.
+    pub async fn retire(&mut self, id: NodeId) {
+        self.kill(id, false).await;
+        self.nodes.remove(&id);
+    }
+
     /// The leader, once one running node is leader and the others agree.
     pub async fn wait_leader(&self, timeout: Duration) -> Option<NodeId> {
         let deadline = Instant::now() + timeout;

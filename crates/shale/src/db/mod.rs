@@ -11,8 +11,8 @@
 //!
 //! Readers take no lock beyond cloning the [`SuperVersion`] (an `Arc` behind a read-write lock): the
 //! memtables and version it names never change, and the files it names stay on disk while it lives.
-//! A read at sequence number `s` first loads the visible sequence number, then the super version,
-//! so every write up to `s` is in a memtable of that super version or in its version.
+//! A read of the latest data loads the super version, then the visible sequence number, then
+//! checks that the super version is still current (`read::read_view` says why in that order).
 //!
 //! Invariants:
 //! - `visible_seq` only grows, and every write with a sequence number at or below it is in a
@@ -228,8 +228,7 @@ impl Db {
     /// The value of `key`, or `Ok(None)` when absent.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.inner.check_open()?;
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        read::get(&self.inner, key.as_ref(), seq)
+        read::get(&self.inner, key.as_ref(), None)
     }
 
     /// The values of `keys`, as [`Db::get`] gives each, read at one sequence number (like
@@ -239,9 +238,8 @@ impl Db {
         if let Err(e) = self.inner.check_open() {
             return keys.iter().map(|_| Err(e.clone())).collect();
         }
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
         let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
-        read::multi_get(&self.inner, &keys, seq)
+        read::multi_get(&self.inner, &keys, None)
     }
 
     /// Entries with keys in `range`, in key order; double-ended. Any [`KeyRange`]: the full
@@ -262,8 +260,7 @@ impl Db {
     /// ```
     pub fn range(&self, range: impl KeyRange) -> DbIterator {
         let (lo, hi) = key_range::owned_bounds(&range);
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        read::iterator(&self.inner, lo, hi, seq, Box::new(()))
+        read::iterator(&self.inner, lo, hi, None, Box::new(()))
     }
 
     /// Every entry, in key order; double-ended.
@@ -275,8 +272,7 @@ impl Db {
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         let prefix = prefix.as_ref().to_vec();
         let hi = crate::iter::prefix_upper_bound(&prefix);
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        read::iterator(&self.inner, Bound::Included(prefix), hi, seq, Box::new(()))
+        read::iterator(&self.inner, Bound::Included(prefix), hi, None, Box::new(()))
     }
 
     /// A consistent read-only view of the database as of now. Released on drop.

@@ -22,9 +22,33 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// The newest value of `key` visible at `seq`.
-pub(crate) fn get(inner: &DbInner, key: &[u8], seq: SeqNo) -> Result<Option<Vec<u8>>> {
-    let sv = inner.current_super_version();
+/// The super version to read and the sequence number to read it at: a snapshot's (`Some`), or
+/// the latest (`None`), taken so that the two agree.
+///
+/// The latest sequence number is loaded after the super version, so that every entry the
+/// version's files hold is visible at it: a compaction keeps only the newest version of a key
+/// that no snapshot needs, and that version, flushed before the compaction began, is at or
+/// below the visible sequence number of any later moment. (Loaded before, a compaction
+/// installed in between could have dropped the only version a read at the older number sees,
+/// and the read would find none.) The super version is then checked to be still current, so
+/// every write up to the sequence number is in one of its memtables or its version: a memtable
+/// switch installs a new super version, and writes wait for the switch.
+fn read_view(inner: &DbInner, seq: Option<SeqNo>) -> (Arc<SuperVersion>, SeqNo) {
+    if let Some(seq) = seq {
+        return (inner.current_super_version(), seq);
+    }
+    loop {
+        let sv = inner.current_super_version();
+        let seq = inner.visible_seq.load(Ordering::Acquire);
+        if Arc::ptr_eq(&sv, &inner.super_version.read()) {
+            return (sv, seq);
+        }
+    }
+}
+
+/// The newest value of `key` visible at `seq` (`None`: the latest).
+pub(crate) fn get(inner: &DbInner, key: &[u8], seq: Option<SeqNo>) -> Result<Option<Vec<u8>>> {
+    let (sv, seq) = read_view(inner, seq);
     match get_entry(inner, &sv, key, seq)? {
         None => Ok(None),
         Some((ValueKind::BlobRef, value)) => inner
@@ -80,9 +104,9 @@ type Decided = Option<Result<Option<(ValueKind, Vec<u8>)>>>;
 pub(crate) fn multi_get(
     inner: &DbInner,
     keys: &[&[u8]],
-    seq: SeqNo,
+    seq: Option<SeqNo>,
 ) -> Vec<Result<Option<Vec<u8>>>> {
-    let sv = inner.current_super_version();
+    let (sv, seq) = read_view(inner, seq);
     let mut values = Vec::with_capacity(keys.len());
     for window in keys.chunks(MULTI_GET_WINDOW) {
         values.extend(multi_get_window(inner, &sv, window, seq));
@@ -330,11 +354,11 @@ pub(crate) fn iterator(
     inner: &Arc<DbInner>,
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
-    seq: SeqNo,
+    seq: Option<SeqNo>,
     pin: Box<dyn std::any::Any + Send>,
 ) -> DbIterator {
     let closed = inner.check_open().err();
-    let sv = inner.current_super_version();
+    let (sv, seq) = read_view(inner, seq);
     let cache = inner.table_cache.clone();
     let source_sv = sv.clone();
     let (range_lo, range_hi) = (user_bound(&lo), user_bound(&hi));

@@ -55,7 +55,7 @@ impl Snapshot {
     /// The value of `key` as of the snapshot, or `Ok(None)`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.handle.db.check_open()?;
-        read::get(&self.handle.db, key.as_ref(), self.handle.seq)
+        read::get(&self.handle.db, key.as_ref(), Some(self.handle.seq))
     }
 
     /// The values of `keys` as of the snapshot: [`Snapshot::get`] for each (see [`Db::multi_get`]).
@@ -64,7 +64,7 @@ impl Snapshot {
             return keys.iter().map(|_| Err(e.clone())).collect();
         }
         let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
-        read::multi_get(&self.handle.db, &keys, self.handle.seq)
+        read::multi_get(&self.handle.db, &keys, Some(self.handle.seq))
     }
 
     /// Entries with keys in `range` as of the snapshot; double-ended. Any [`KeyRange`], as
@@ -88,7 +88,7 @@ impl Snapshot {
             &self.handle.db,
             lo,
             hi,
-            self.handle.seq,
+            Some(self.handle.seq),
             Box::new(self.handle.clone()),
         )
     }
@@ -106,7 +106,7 @@ impl Snapshot {
             &self.handle.db,
             Bound::Included(prefix),
             hi,
-            self.handle.seq,
+            Some(self.handle.seq),
             Box::new(self.handle.clone()),
         )
     }
