@@ -34,6 +34,9 @@ pub struct Error {
     message: String,
     /// The raw OS error kind when the error came from the file system.
     io_kind: Option<std::io::ErrorKind>,
+    /// Set on failures after which durability is uncertain (a MANIFEST write): never handled as a
+    /// mere lack of space, whatever the OS error.
+    fatal: bool,
 }
 
 /// Shorthand for `std::result::Result<T, shale::Error>`.
@@ -46,6 +49,7 @@ impl Error {
             kind,
             message: message.into(),
             io_kind: None,
+            fatal: false,
         }
     }
 
@@ -68,6 +72,7 @@ impl Error {
             kind: ErrorKind::Io,
             message: format!("{what}: {err}"),
             io_kind: Some(err.kind()),
+            fatal: false,
         }
     }
 
@@ -98,7 +103,19 @@ impl Error {
             kind: ErrorKind::Poisoned,
             message: format!("database poisoned by an earlier failure: {}", self.message),
             io_kind: self.io_kind,
+            fatal: true,
         }
+    }
+
+    /// The same error marked as one after which durability is uncertain (see `fatal`).
+    pub(crate) fn fatal(mut self) -> Error {
+        self.fatal = true;
+        self
+    }
+
+    /// True for an error marked [`Error::fatal`].
+    pub(crate) fn is_fatal(&self) -> bool {
+        self.fatal
     }
 }
 

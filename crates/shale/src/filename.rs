@@ -33,7 +33,12 @@ pub(crate) enum FileKind {
 }
 
 pub(crate) fn wal(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}.log"))
+    dir.join(wal_name(number))
+}
+
+/// A WAL's file name, for messages (relative to the data directory).
+pub(crate) fn wal_name(number: u64) -> String {
+    format!("{number:06}.log")
 }
 
 pub(crate) fn table(dir: &Path, number: u64) -> PathBuf {

@@ -98,11 +98,24 @@ fn eio_on_wal_fsync_poisons_the_database() {
 }
 
 #[test]
-fn enospc_on_wal_append_poisons_the_database() {
+fn enospc_on_wal_append_stops_writes_without_poisoning() {
+    // A full disk stops writes until space returns (tests/disk_full.rs); it does not poison.
     run_fault(
         Fault::new(FaultOp::Append)
             .path_contains(".log")
             .error(io::ErrorKind::StorageFull)
+            .after(20)
+            .always(),
+        &[ErrorKind::Io],
+    );
+}
+
+#[test]
+fn eio_on_wal_append_poisons_the_database() {
+    run_fault(
+        Fault::new(FaultOp::Append)
+            .path_contains(".log")
+            .error(io::ErrorKind::Other)
             .after(20)
             .always(),
         &[ErrorKind::Poisoned],
@@ -226,7 +239,7 @@ fn a_failed_flush_wal_poisons_the_database_and_keeps_what_was_flushed() {
     let id = fs.inject(
         Fault::new(FaultOp::Flush)
             .path_contains(".log")
-            .error(io::ErrorKind::StorageFull)
+            .error(io::ErrorKind::Other)
             .always(),
     );
     let mut b = WriteBatch::new();

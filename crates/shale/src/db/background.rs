@@ -64,11 +64,27 @@ fn worker(inner: &Arc<DbInner>) {
             inner.bg_cv.wait_for(&mut state, IDLE_WAKEUP);
             continue;
         }
+        if inner.writes_stopped.load(Ordering::Acquire) {
+            // Out of space: only retries of the resumption run (see `db::resume`).
+            if !inner.resuming.swap(true, Ordering::AcqRel) {
+                let result = MutexGuard::unlocked(&mut state, || super::resume::try_resume(inner));
+                inner.resuming.store(false, Ordering::Release);
+                if let Err(e) = result {
+                    finish_job(inner, Err(e));
+                }
+            }
+            if inner.writes_stopped.load(Ordering::Acquire) {
+                inner
+                    .bg_cv
+                    .wait_for(&mut state, super::resume::RESUME_INTERVAL);
+            }
+            continue;
+        }
         if !state.flush_running && !state.sealed.is_empty() {
             state.flush_running = true;
             let result = flush_oldest(inner, &mut state);
             state.flush_running = false;
-            finish_job(inner, result);
+            finish_job(inner, result.map_err(|e| e.context("flush")));
             continue;
         }
         match super::gc::run(inner, &mut state) {
@@ -126,11 +142,36 @@ pub(crate) fn settled(inner: &DbInner, state: &State) -> bool {
 
 fn finish_job(inner: &DbInner, result: Result<()>) {
     if let Err(e) = result {
-        if !(e.kind() == ErrorKind::Closed && inner.closed.load(Ordering::Acquire)) {
+        if e.kind() == ErrorKind::Closed && inner.closed.load(Ordering::Acquire) {
+            // Stopped by close.
+        } else if super::resume::is_no_space(&e) {
+            // Out of space: writes stop until a retry succeeds; nothing durable was lost.
+            inner.stop_writes(e);
+        } else {
             inner.set_poison(e);
         }
     }
     inner.bg_cv.notify_all();
+}
+
+/// Flushes every sealed memtable, oldest first, in this thread (to resume stopped writes).
+///
+/// # Errors
+/// The first failed flush's error.
+pub(crate) fn flush_sealed(inner: &DbInner) -> Result<()> {
+    let mut state = inner.state.lock();
+    while !state.sealed.is_empty() {
+        inner.check_open()?;
+        if state.flush_running {
+            inner.bg_cv.wait_for(&mut state, WAIT_RECHECK);
+            continue;
+        }
+        state.flush_running = true;
+        let result = flush_oldest(inner, &mut state);
+        state.flush_running = false;
+        result.map_err(|e| e.context("flush"))?;
+    }
+    Ok(())
 }
 
 /// Flushes the oldest sealed memtable into an L0 SST and installs it.
@@ -504,7 +545,7 @@ pub(crate) fn delete_obsolete_files(inner: &DbInner, state: &mut MutexGuard<'_, 
 /// is flushed.
 pub(crate) fn flush_all(inner: &DbInner) -> Result<()> {
     inner.check_open()?;
-    if let Some(e) = inner.poison_error() {
+    if let Some(e) = inner.write_blocker() {
         return Err(e);
     }
     let target_wal = {
@@ -523,7 +564,7 @@ pub(crate) fn flush_all(inner: &DbInner) -> Result<()> {
     inner.bg_cv.notify_all();
     while state.sealed.front().is_some_and(|s| s.wal <= target_wal) {
         inner.check_open()?;
-        if let Some(e) = inner.poison_error() {
+        if let Some(e) = inner.write_blocker() {
             return Err(e);
         }
         inner.bg_cv.wait_for(&mut state, WAIT_RECHECK);

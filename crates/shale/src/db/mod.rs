@@ -27,6 +27,7 @@ mod key_range;
 mod open;
 mod read;
 mod replicated;
+mod resume;
 mod snapshot;
 mod stall;
 mod stats;
@@ -142,6 +143,11 @@ pub(crate) struct DbInner {
     pub controller: WriteController,
     /// The error that poisoned the database, if any.
     pub poison: Mutex<Option<Error>>,
+    /// Why writes are stopped until space returns (see `db::resume`), if they are.
+    pub stopped: Mutex<Option<Error>>,
+    pub writes_stopped: AtomicBool,
+    /// Held by the worker that is trying to resume stopped writes.
+    pub resuming: AtomicBool,
     pub poisoned: AtomicBool,
     pub closed: AtomicBool,
     /// Opened with an external log (see `replicated`): no WAL, writes only through

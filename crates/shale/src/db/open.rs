@@ -3,16 +3,24 @@
 //! Recovery order:
 //! 1. take `LOCK`; read `CURRENT` and rebuild the version from the MANIFEST (or create both);
 //! 2. check that every SST the version names exists;
-//! 3. replay the WALs numbered at or above the version's log number, oldest first, into memtables,
-//!    writing each full memtable (and the last one) to an L0 SST;
-//! 4. start a new WAL and a new MANIFEST whose first record is a snapshot of the recovered version;
-//! 5. remove files nothing refers to (old WALs, SSTs of unfinished jobs, temporaries, old MANIFESTs).
+//! 3. replay the WALs numbered at or above the version's log number, oldest first, one memtable
+//!    per WAL, and keep them as sealed memtables backed by their WALs (fsynced, so that a newer
+//!    WAL never outlives them at a power loss): background flushes write them to L0 later, as
+//!    any sealed memtable. Recovery writes no copy of the log, so it needs only a small constant of
+//!    free space (a new WAL and MANIFEST), not the size of the log (RocksDB's
+//!    `avoid_flush_during_recovery`);
+//! 4. start a new WAL and a new MANIFEST whose first record is a snapshot of the recovered version,
+//!    with the oldest kept WAL as its log number;
+//! 5. remove files nothing refers to (WALs below the log number, SSTs of unfinished jobs,
+//!    temporaries, old MANIFESTs).
 //!
-//! After step 4 the old WALs are no longer needed: their contents are in SSTs named by the new
-//! MANIFEST, which is synced and current before they are deleted.
+//! One case still writes the replayed memtables to L0 at open: a WAL that starts after lost writes
+//! of an older one (a gap in sequence numbers, which a power loss can leave). Replay stops there,
+//! and the WALs from the gap on must never be replayed again: their predecessors' contents go to
+//! SSTs named by the new MANIFEST, which is synced and current before every old WAL is deleted.
 
 use super::write::WalState;
-use super::{background, DbInner, State, SuperVersion};
+use super::{background, DbInner, Sealed, State, SuperVersion};
 use crate::batch::WriteBatch;
 use crate::blob_file_cache::BlobFileCache;
 use crate::cache::{BlockCache, RowCache};
@@ -197,19 +205,38 @@ pub(crate) fn open(dir: &Path, options: Options, external_log: bool) -> Result<D
         blob_cache,
         controller: Default::default(),
         poison: Mutex::new(None),
+        stopped: Mutex::new(None),
+        writes_stopped: AtomicBool::new(false),
+        resuming: AtomicBool::new(false),
         poisoned: AtomicBool::new(false),
         closed: AtomicBool::new(false),
         external_log,
         _lock: lock,
     };
 
-    let (edit, max_seq) = replay_wals(&inner, &wals)?;
+    let Recovered {
+        edit,
+        kept,
+        max_seq,
+    } = replay_wals(&inner, &wals)?;
+    for sealed in &kept {
+        let path = filename::wal(&inner.dir, sealed.wal);
+        inner
+            .fs
+            .sync_file(&path)
+            .ctx(|| format!("sync {}", path.display()))?;
+    }
     {
         let mut state = inner.state.lock();
         let mut edit = edit;
-        edit.log_number = Some(wal_number);
+        edit.log_number = Some(kept.first().map_or(wal_number, |s| s.wal));
         let seq = max_seq.max(state.versions.last_seq());
-        state.versions.set_last_seq(seq);
+        if kept.is_empty() {
+            state.versions.set_last_seq(seq);
+        }
+        // Otherwise the MANIFEST keeps the last sequence number in flushed data: the first kept
+        // WAL starts right after it (see `replay_wals`).
+        state.sealed = kept.into();
         // After recovery the set has no open MANIFEST, so this writes a fresh one holding a snapshot
         // that includes the edit; a new database appends the edit to the MANIFEST it just created.
         state.versions.log_and_apply(edit)?;
@@ -276,13 +303,23 @@ fn store_prefix_bits(versions: &VersionSet) -> u32 {
         .unwrap_or(0)
 }
 
-/// Replays `wals` (oldest first) into L0 SSTs. Returns the edit adding them and the largest
-/// sequence number seen.
-fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
+/// What WAL replay recovered.
+struct Recovered {
+    /// Adds the L0 SSTs written at open (only after a gap).
+    edit: VersionEdit,
+    /// One sealed memtable per WAL that held records, oldest first, backed by that WAL.
+    kept: Vec<Sealed>,
+    /// The largest sequence number seen.
+    max_seq: SeqNo,
+}
+
+/// Replays `wals` (oldest first), one memtable per WAL. See the module documentation for what
+/// becomes of them.
+fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<Recovered> {
     let mut edit = VersionEdit::default();
     let mut max_seq: SeqNo = 0;
-    let mut mem: Arc<dyn Memtable> =
-        memtable::new_memtable(&inner.options, inner.membuffer_prefix());
+    let mut kept: Vec<Sealed> = Vec::new();
+    let mut stopped_at_gap = false;
     // Sequence numbers run on without a gap from one WAL to the next. A gap at the start of a WAL
     // means the older WAL lost writes at a power loss (it was handed to the operating system but
     // not fsynced when the newer one started); nothing after the gap was ever acknowledged as
@@ -293,6 +330,8 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
     let flushed_through = inner.state.lock().versions.last_seq();
     let mut expected: Option<SeqNo> = None;
     'wals: for &number in wals {
+        let mem: Arc<dyn Memtable> =
+            memtable::new_memtable(&inner.options, inner.membuffer_prefix());
         let path = filename::wal(&inner.dir, number);
         let data = inner
             .fs
@@ -315,6 +354,8 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
                     found = seq,
                     "a WAL starts after lost writes of an older one; replay stops here"
                 );
+                stopped_at_gap = true;
+                push_replayed(&mut kept, mem, number, expected);
                 break 'wals;
             }
             for entry in batch.iter() {
@@ -325,9 +366,6 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
                 seq += 1;
             }
             expected = Some(seq);
-            if mem.approximate_bytes() >= inner.options.write_buffer_size {
-                flush_recovered(inner, &mut mem, &mut edit)?;
-            }
         }
         match reader.tail_cut() {
             Some(cut) if cut.lost_synced => tracing::error!(
@@ -344,9 +382,38 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<(VersionEdit, SeqNo)> {
             ),
             None => {}
         }
+        push_replayed(&mut kept, mem, number, expected);
     }
-    flush_recovered(inner, &mut mem, &mut edit)?;
-    Ok((edit, max_seq))
+    if stopped_at_gap {
+        // The WALs from the gap on must never be replayed again: everything before it goes to L0
+        // now, and the new MANIFEST's log number drops every old WAL.
+        for sealed in kept.drain(..) {
+            let mut mem = sealed.mem;
+            flush_recovered(inner, &mut mem, &mut edit)?;
+        }
+    }
+    Ok(Recovered {
+        edit,
+        kept,
+        max_seq,
+    })
+}
+
+/// Keeps the memtable replayed from WAL `number` (if it holds anything) as a sealed memtable;
+/// `next_seq` is the sequence number after its last entry.
+fn push_replayed(
+    kept: &mut Vec<Sealed>,
+    mem: Arc<dyn Memtable>,
+    number: u64,
+    next_seq: Option<SeqNo>,
+) {
+    if let Some(next) = next_seq.filter(|_| !mem.is_empty()) {
+        kept.push(Sealed {
+            mem,
+            wal: number,
+            last_seq: next - 1,
+        });
+    }
 }
 
 fn flush_recovered(

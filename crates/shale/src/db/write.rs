@@ -115,7 +115,7 @@ impl WalState {
 /// Applies `batch` with the given durability (see the module documentation).
 pub(crate) fn write(inner: &Arc<DbInner>, batch: WriteBatch, durability: Durability) -> Result<()> {
     inner.check_open()?;
-    if let Some(e) = inner.poison_error() {
+    if let Some(e) = inner.write_blocker() {
         return Err(e);
     }
     if inner.external_log {
@@ -291,8 +291,11 @@ pub(crate) fn commit_group(
         }
     });
     if let Err(e) = appended {
-        let path = filename::wal(&inner.dir, wal.number);
-        return Err(inner.set_poison(Error::io(e, format!("append to {}", path.display()))));
+        let err = Error::io(
+            e,
+            format!("append to WAL {}", filename::wal_name(wal.number)),
+        );
+        return Err(wal_write_failed(inner, err));
     }
     // Relaxed: read and written under the WAL lock; `flush_wal`'s unlocked look is only a hint.
     inner
@@ -343,7 +346,7 @@ fn make_room(inner: &Arc<DbInner>, wal: &mut WalState, bytes: usize) -> Result<(
     let mut slowed = false;
     loop {
         inner.check_open()?;
-        if let Some(e) = inner.poison_error() {
+        if let Some(e) = inner.write_blocker() {
             return Err(e);
         }
         match inner.controller.get() {
@@ -399,10 +402,7 @@ fn stall(
     blocked: impl Fn(&State) -> bool,
     state: &mut parking_lot::MutexGuard<'_, State>,
 ) {
-    if !blocked(state)
-        || inner.closed.load(Ordering::Acquire)
-        || inner.poisoned.load(Ordering::Acquire)
-    {
+    if !blocked(state) || inner.closed.load(Ordering::Acquire) || inner.writes_blocked() {
         return;
     }
     let start = Instant::now();
@@ -461,9 +461,13 @@ pub(crate) fn switch_memtable_at(
     // The old WAL is handed to the operating system, not fsynced: a switch must not stop every
     // writer for an fsync of a whole memtable's log. The next fsync of any WAL syncs it first
     // (see `WalState::retired`); once its memtable is in an SST it is obsolete and dropped.
-    if let Err(e) = wal.writer.flush() {
-        let old = filename::wal(&inner.dir, wal.number);
-        return Err(inner.set_poison(Error::io(e, format!("write {}", old.display()))));
+    // A broken writer (a failed append) is not flushed: its file keeps what it has, so a partial
+    // record stays its torn tail.
+    if !wal.writer.is_broken() {
+        if let Err(e) = wal.writer.flush() {
+            let err = Error::io(e, format!("write WAL {}", filename::wal_name(wal.number)));
+            return Err(wal_write_failed(inner, err));
+        }
     }
     let log_number = state.versions.log_number();
     wal.retired.retain(|(n, _)| *n >= log_number);
@@ -495,8 +499,32 @@ pub(crate) fn switch_memtable_at(
 /// Poisons the database after a failed fsync of WAL `number` (the page cache may have dropped
 /// the dirty pages) and returns the error.
 fn sync_failed(inner: &DbInner, number: u64, e: std::io::Error) -> Error {
-    let path = filename::wal(&inner.dir, number);
-    inner.set_poison(Error::io(e, format!("sync {}", path.display())))
+    inner.set_poison(Error::io(
+        e,
+        format!("sync WAL {}", filename::wal_name(number)),
+    ))
+}
+
+/// Handles a failed WAL append or flush (not an fsync): a lack of space stops writes until space
+/// returns (`db::resume`); anything else poisons. Returns the error for the writer.
+fn wal_write_failed(inner: &DbInner, err: Error) -> Error {
+    if super::resume::is_no_space(&err) {
+        inner.stop_writes(err)
+    } else {
+        inner.set_poison(err)
+    }
+}
+
+/// Hands WAL `number`'s buffered records to the operating system before an fsync, so that a
+/// failure to write them (a lack of space) is told apart from a failed fsync.
+fn flush_before_sync(inner: &DbInner, number: u64, writer: &mut LogWriter) -> Result<()> {
+    if writer.is_broken() {
+        return Ok(());
+    }
+    writer.flush().map_err(|e| {
+        let err = Error::io(e, format!("write WAL {}", filename::wal_name(number)));
+        wal_write_failed(inner, err)
+    })
 }
 
 /// Fsyncs the retired WALs, oldest first, then the active one. A failed fsync poisons the
@@ -505,10 +533,12 @@ fn sync_all(inner: &DbInner, wal: &mut WalState) -> Result<()> {
     let poison = |number: u64, e: std::io::Error| sync_failed(inner, number, e);
     while let Some((number, writer)) = wal.retired.first_mut() {
         let number = *number;
+        flush_before_sync(inner, number, writer)?;
         writer.sync().map_err(|e| poison(number, e))?;
         wal.retired.remove(0);
     }
     let number = wal.number;
+    flush_before_sync(inner, number, &mut wal.writer)?;
     wal.writer.sync().map_err(|e| poison(number, e))?;
     inner.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
     Ok(())
@@ -536,6 +566,7 @@ pub(crate) fn sync_wal(inner: &DbInner) -> Result<()> {
             .chain(std::iter::once((&wal.number, &mut wal.writer)))
         {
             let len = writer.len();
+            flush_before_sync(inner, *number, writer)?;
             let handle = writer.sync_handle().map_err(|e| poison(*number, e))?;
             handles.push((*number, len, handle));
         }
@@ -565,7 +596,7 @@ pub(crate) fn sync_wal(inner: &DbInner) -> Result<()> {
 /// Hands the active WAL's buffered records to the operating system (see `Db::flush_wal`).
 pub(crate) fn flush_wal(inner: &DbInner) -> Result<()> {
     inner.check_open()?;
-    if let Some(e) = inner.poison_error() {
+    if let Some(e) = inner.write_blocker() {
         return Err(e);
     }
     // A writer that returned before this call set the flag under the WAL lock, which the lock
@@ -579,8 +610,8 @@ pub(crate) fn flush_wal(inner: &DbInner) -> Result<()> {
         return Ok(());
     }
     if let Err(e) = wal.writer.flush() {
-        let path = filename::wal(&inner.dir, wal.number);
-        return Err(inner.set_poison(Error::io(e, format!("write {}", path.display()))));
+        let err = Error::io(e, format!("write WAL {}", filename::wal_name(wal.number)));
+        return Err(wal_write_failed(inner, err));
     }
     inner.wal_unflushed.store(false, Ordering::Relaxed);
     Ok(())

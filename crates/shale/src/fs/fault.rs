@@ -255,6 +255,10 @@ struct State {
     power_limit: Option<u64>,
     injected: [u64; OP_KINDS],
     power_failures: u64,
+    /// The most bytes all files may hold together; `None` for no limit.
+    space_limit: Option<u64>,
+    /// Appends refused for lack of space.
+    space_failures: u64,
 }
 
 /// A [`MemFs`] behind injection rules and a power switch. See the module documentation.
@@ -358,6 +362,34 @@ impl FaultFs {
         }
     }
 
+    /// Makes the file system as large as `limit` bytes (all files together, as
+    /// [`MemFs::total_bytes`] counts them): an append that would pass it fails with
+    /// `StorageFull` (ENOSPC) and appends nothing. `None` lifts the limit, as when space is freed.
+    pub fn set_space_limit(&self, limit: Option<u64>) {
+        self.inner.state.lock().space_limit = limit;
+    }
+
+    /// Appends refused by [`FaultFs::set_space_limit`] so far.
+    pub fn space_failures(&self) -> u64 {
+        self.inner.state.lock().space_failures
+    }
+
+    /// Fails an append of `len` bytes that the space limit does not leave room for.
+    fn check_space(&self, path: &Path, len: usize) -> io::Result<()> {
+        let mut state = self.inner.state.lock();
+        let Some(limit) = state.space_limit else {
+            return Ok(());
+        };
+        if self.inner.mem.total_bytes() + len as u64 > limit {
+            state.space_failures += 1;
+            return Err(io::Error::new(
+                io::ErrorKind::StorageFull,
+                format!("no space left on the device: append to {}", path.display()),
+            ));
+        }
+        Ok(())
+    }
+
     /// Operations failed because the power was cut.
     pub fn power_cut_failures(&self) -> u64 {
         self.inner.state.lock().power_failures
@@ -442,6 +474,7 @@ struct FaultWritable {
 impl WritableFile for FaultWritable {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
         self.fs.gate(FaultOp::Append, &[&self.path])?;
+        self.fs.check_space(&self.path, data.len())?;
         self.inner.append(data)
     }
 
@@ -553,6 +586,12 @@ impl Fs for FaultFs {
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         self.gate(FaultOp::SyncDir, &[path])?;
         self.inner.mem.sync_dir(path)
+    }
+
+    /// Gated as a [`FaultOp::Sync`].
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        self.gate(FaultOp::Sync, &[path])?;
+        self.inner.mem.sync_file(path)
     }
 
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {

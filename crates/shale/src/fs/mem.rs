@@ -655,6 +655,18 @@ impl Drop for MemLock {
 }
 
 impl Fs for MemFs {
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        let comps = components(path)?;
+        match self.inner.tree.lock().lookup(&comps) {
+            Some(Entry::File(inode)) => {
+                sync_inode(&inode);
+                Ok(())
+            }
+            Some(Entry::Dir(_)) => Err(err(io::ErrorKind::IsADirectory, path, "is a directory")),
+            None => Err(err(io::ErrorKind::NotFound, path, "no such file")),
+        }
+    }
+
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let comps = components(path)?;
         create_dirs(&mut self.inner.tree.lock(), path, &comps).map(|_| ())

@@ -112,6 +112,9 @@ pub trait Fs: Send + Sync + 'static {
     fn file_size(&self, path: &Path) -> io::Result<u64>;
     /// Makes creations, renames and removals in directory `path` durable.
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Makes every byte of the existing file `path` durable (`fdatasync`), for a file written by
+    /// an earlier process that may have left it in the page cache only.
+    fn sync_file(&self, path: &Path) -> io::Result<()>;
     /// Takes an exclusive lock on `path` (created if missing). Fails with `WouldBlock` when another
     /// holder has it.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;

@@ -197,6 +197,10 @@ struct RealLock {
 impl FileLock for RealLock {}
 
 impl Fs for RealFs {
+    fn sync_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::File::open(path)?.sync_data()
+    }
+
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         fs::create_dir_all(path)
     }

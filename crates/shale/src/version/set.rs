@@ -251,7 +251,14 @@ impl VersionSet {
 
     /// Writes `edit` to the MANIFEST, syncs it, and installs the resulting version.
     /// Fills in the next file number and last sequence number.
-    pub(crate) fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<()> {
+    ///
+    /// # Errors
+    /// Any failure is [`Error::fatal`]: the edit may or may not be on disk.
+    pub(crate) fn log_and_apply(&mut self, edit: VersionEdit) -> Result<()> {
+        self.log_and_apply_unmarked(edit).map_err(Error::fatal)
+    }
+
+    fn log_and_apply_unmarked(&mut self, mut edit: VersionEdit) -> Result<()> {
         let version = self.current.apply(&edit)?;
         if let Some(n) = edit.log_number {
             debug_assert!(n >= self.log_number, "log number went backwards");
