@@ -16,8 +16,12 @@ pub const DEFAULT_PORT: u16 = 6379;
 pub const DEFAULT_DIR: &str = "./shale-data";
 /// Default `maxclients`: Redis's.
 pub const DEFAULT_MAXCLIENTS: usize = 10_000;
-/// Default `proto-max-bulk-len` (largest argument, hence largest value): Redis's 512 MiB.
-pub const DEFAULT_PROTO_MAX_BULK_LEN: usize = shale_proto::resp::DEFAULT_MAX_BULK_LEN;
+/// Default `proto-max-bulk-len` (largest argument, hence largest value): 64 MiB, an eighth of
+/// Redis's 512 MiB, as most deployments lower it. Memory: while a value of `n` bytes is written,
+/// the server holds up to about `4n` (the read buffer, the write batch, the WAL group, the
+/// memtable), so each connection writing a value at this limit may take about 256 MiB for the
+/// length of the write. Raise it only with the memory for that.
+pub const DEFAULT_PROTO_MAX_BULK_LEN: usize = 64 << 20;
 /// Default `max-multibulk-len` (most arguments in one request): 1 Mi. Redis allows `INT_MAX`;
 /// a request with more arguments than this is refused before they are buffered.
 pub const DEFAULT_MAX_MULTIBULK_LEN: usize = 1 << 20;
@@ -100,8 +104,12 @@ pub struct Config {
     pub requirepass: Option<String>,
     /// Port of the Prometheus `/metrics` endpoint (same address as `bind`); off by default.
     pub metrics_port: Option<u16>,
-    /// Most connected clients. Default [`DEFAULT_MAXCLIENTS`].
+    /// Most connected clients. Default [`DEFAULT_MAXCLIENTS`]. Lowered at start, with a warning,
+    /// when the open-file limit cannot hold them (see `fdlimit`).
     pub maxclients: usize,
+    /// Files the engine keeps open in each of its table and blob file caches. Default
+    /// [`shale::DEFAULT_MAX_OPEN_FILES`]; lowered at start when the open-file limit is small.
+    pub max_open_files: usize,
     /// Largest argument in bytes. Default [`DEFAULT_PROTO_MAX_BULK_LEN`].
     pub proto_max_bulk_len: usize,
     /// Most arguments in one request. Default [`DEFAULT_MAX_MULTIBULK_LEN`].
@@ -153,6 +161,7 @@ impl Default for Config {
             requirepass: None,
             metrics_port: None,
             maxclients: DEFAULT_MAXCLIENTS,
+            max_open_files: shale::DEFAULT_MAX_OPEN_FILES,
             proto_max_bulk_len: DEFAULT_PROTO_MAX_BULK_LEN,
             max_multibulk_len: DEFAULT_MAX_MULTIBULK_LEN,
             client_query_buffer_limit: DEFAULT_CLIENT_QUERY_BUFFER_LIMIT,
@@ -199,6 +208,7 @@ impl Config {
                 .saturating_add(64)
                 .min(ENGINE_MAX_VALUE),
             max_key_size: ENGINE_MAX_KEY,
+            max_open_files: self.max_open_files,
             // Skip the one-byte type prefix of engine keys: the bucket comes from the key hash.
             membuffer_prefix_bits: Some(8),
             memtable: match self.memtable {
@@ -230,6 +240,7 @@ impl Config {
                 self.metrics_port.map_or("off".into(), |p| p.to_string()),
             ),
             ("maxclients", self.maxclients.to_string()),
+            ("max-open-files", self.max_open_files.to_string()),
             ("proto-max-bulk-len", self.proto_max_bulk_len.to_string()),
             ("max-multibulk-len", self.max_multibulk_len.to_string()),
             (
@@ -255,6 +266,12 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         if self.maxclients == 0 {
             return Err("maxclients must be at least 1".into());
+        }
+        if self.max_open_files < crate::fdlimit::MIN_ENGINE_OPEN_FILES {
+            return Err(format!(
+                "max-open-files must be at least {}",
+                crate::fdlimit::MIN_ENGINE_OPEN_FILES
+            ));
         }
         if self.proto_max_bulk_len < 1024 {
             return Err("proto-max-bulk-len must be at least 1024".into());

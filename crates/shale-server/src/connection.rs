@@ -29,8 +29,13 @@ use tokio::net::TcpStream;
 
 /// Bytes reserved in the read buffer before each read.
 pub const READ_CHUNK: usize = 16 * 1024;
-/// Most bytes reserved for one read when a large argument is on its way.
+/// Reads reserve at most this much unless a larger argument is known to be on its way; reply
+/// buffers above it are not kept between batches.
 pub const MAX_READ_RESERVE: usize = 1 << 20;
+/// A batch with an argument at least this long runs on a blocking thread, not on the
+/// connection's runtime thread: copying and logging a large value takes long enough (a 64 MiB
+/// value, tens of milliseconds) to stall every other connection of the thread.
+pub const LARGE_ARGUMENT: usize = 1 << 20;
 
 /// Serves one client until it leaves, breaks the protocol, or the server shuts down.
 pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
@@ -49,7 +54,16 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
         if *shutdown.borrow() {
             break;
         }
-        let want = decoder.bytes_needed().clamp(READ_CHUNK, MAX_READ_RESERVE);
+        let needed = decoder.bytes_needed();
+        // A large argument on its way gets room for all of it at once, so the buffer is never
+        // copied as it grows (copying tens of MiB into fresh memory stalls the thread for
+        // hundreds of milliseconds). It is bounded by proto-max-bulk-len, and its pages are only
+        // touched as the bytes arrive.
+        let want = if needed > MAX_READ_RESERVE {
+            needed
+        } else {
+            needed.max(READ_CHUNK)
+        };
         buf.reserve(want);
         let n = tokio::select! {
             r = read_some(&stream, &mut buf) => match r {
@@ -62,18 +76,30 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
         let decoded = decoder.decode_all(&mut buf, &mut requests);
         let mut o = out.take().unwrap_or_default();
         let mut s = session.take().expect("session is always put back");
+        let auth_failures = s.auth_failures;
         if !requests.is_empty() {
             let requests_len = requests.len();
             let batch = std::mem::take(&mut requests);
             let writes = exec::writes_anything(&batch);
             let always = shared.store.appendfsync() == Appendfsync::Always && writes;
-            let ticket = if always {
-                let _executing = shared.store.syncer.executing();
-                exec::execute(&shared, &mut s, &batch, &mut o);
-                Some(shared.store.syncer.ticket())
+            let large = batch
+                .iter()
+                .any(|r| r.argv().iter().any(|a| a.len() >= LARGE_ARGUMENT));
+            let (ticket, batch) = if large {
+                let sh = shared.clone();
+                let ran = tokio::task::spawn_blocking(move || {
+                    let ticket = execute(&sh, &mut s, &batch, &mut o, always);
+                    (ticket, batch, s, o)
+                })
+                .await;
+                let Ok((ticket, batch, back, out_back)) = ran else {
+                    break;
+                };
+                s = back;
+                o = out_back;
+                (ticket, batch)
             } else {
-                exec::execute(&shared, &mut s, &batch, &mut o);
-                None
+                (execute(&shared, &mut s, &batch, &mut o, always), batch)
             };
             requests = batch;
             requests.clear();
@@ -82,7 +108,7 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
                 ticket
                     .await
                     .unwrap_or_else(|_| Err("the WAL syncer stopped".into()))
-                    .map_err(|e| format!("WAL sync failed: {e}"))
+                    .map_err(|e| format!("ERR engine: {e}"))
             } else if writes {
                 // The engine wrote the batch unflushed. Let the other connections of this thread
                 // that are ready run their batches first, then hand the WAL to the operating
@@ -93,15 +119,14 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
                     .store
                     .db()
                     .flush_wal()
-                    .map_err(|e| format!("WAL write failed: {e}"))
+                    .map_err(|e| crate::commands::engine_error_text(&e))
             } else {
                 Ok(())
             };
             if let Err(e) = durable {
                 o.clear();
                 for _ in 0..requests_len {
-                    ReplyWriter::new(&mut o, s.version)
-                        .error(format!("ERR engine: {e}").as_bytes());
+                    ReplyWriter::new(&mut o, s.version).error(e.as_bytes());
                 }
             }
         }
@@ -114,6 +139,11 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
         }
         if s.authenticated && decoder.limits().auth_required {
             decoder.set_auth_required(false);
+        }
+        if s.auth_failures > auth_failures {
+            // A failed AUTH: the replies wait (without blocking the thread), so that guessing
+            // passwords on one connection is slow.
+            tokio::time::sleep(Session::auth_delay(s.auth_failures)).await;
         }
         if !o.is_empty() {
             add(&shared.metrics.net_output_bytes, o.len() as u64);
@@ -139,6 +169,25 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
         }
     }
     let _ = stream.shutdown().await;
+}
+
+/// Executes `batch`, appending its replies to `out`; under `always` returns the ticket of the
+/// fsync that will cover its writes.
+fn execute(
+    shared: &Shared,
+    session: &mut Session,
+    batch: &[Request],
+    out: &mut BytesMut,
+    always: bool,
+) -> Option<tokio::sync::oneshot::Receiver<crate::store::syncer::SyncResult>> {
+    if always {
+        let _executing = shared.store.syncer.executing();
+        exec::execute(shared, session, batch, out);
+        Some(shared.store.syncer.ticket())
+    } else {
+        exec::execute(shared, session, batch, out);
+        None
+    }
 }
 
 /// Waits until the socket is readable and reads what it holds into `buf`'s spare capacity (which

@@ -136,6 +136,8 @@ fn section(out: &mut String, shared: &Shared, _session: &Session, name: &str) {
             line("total_net_input_bytes", &load(&m.net_input_bytes));
             line("total_net_output_bytes", &load(&m.net_output_bytes));
             line("rejected_connections", &load(&m.rejected_connections));
+            line("acl_access_denied_auth", &load(&m.auth_failures));
+            line("shale_accept_errors", &load(&m.accept_errors));
             line("expired_keys", &load(&m.expired_keys));
             line("evicted_keys", &0);
             line("keyspace_hits", &0);

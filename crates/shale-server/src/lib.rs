@@ -2,7 +2,8 @@
 //! engine. The binary is `shale` (`shale serve`).
 //!
 //! Layout, one concept per module:
-//! - `config`: settings, the TOML file and their defaults.
+//! - `config`: settings, the TOML file and their defaults; `fdlimit`: fitting them into the
+//!   open-file limit.
 //! - `server`: the server's life (open, bind, accept, background tasks, shutdown); `shutdown`:
 //!   signals.
 //! - `connection`: one RESP connection (read, decode, execute, write).
@@ -19,6 +20,7 @@ pub mod commands;
 pub mod config;
 pub mod connection;
 pub mod exec;
+pub mod fdlimit;
 pub mod info;
 pub mod metrics;
 pub mod server;

@@ -40,8 +40,12 @@ pub enum Frontend {
 /// # Errors
 /// A message when the configuration is invalid, the database cannot be opened, or the address
 /// cannot be bound.
-pub fn run(config: Config) -> Result<(), String> {
+pub fn run(mut config: Config) -> Result<(), String> {
     config.validate()?;
+    if let Some(warning) = crate::fdlimit::fit(&mut config) {
+        println!("{warning}");
+        tracing::warn!("{warning}");
+    }
     let threads = if config.threads == 0 {
         std::thread::available_parallelism().map_or(2, |n| n.get())
     } else {
@@ -174,6 +178,15 @@ async fn serve(config: Config, shards: &Shards) -> Result<(), String> {
             .spawn(move || sh.store.syncer.serve(|| sh.store.db().sync_wal()))
             .map_err(|e| format!("cannot start the WAL syncer: {e}"))?
     };
+    if shared.config.requirepass.is_none() && !loopback_only(&shared.config.bind) {
+        let warning = format!(
+            "WARNING: listening on {} without requirepass: every host that can reach port {port} \
+             can read and change every key. Set requirepass, or bind 127.0.0.1.",
+            shared.config.bind
+        );
+        println!("{warning}");
+        tracing::warn!("{warning}");
+    }
     println!(
         "ready to accept connections on {}:{port}",
         shared.config.bind
@@ -191,10 +204,17 @@ async fn accept(listener: TcpListener, shared: &Arc<Shared>, shards: &Shards, fr
     let Frontend::Resp = frontend;
     let mut connections = JoinSet::new();
     let mut shutdown = shared.shutdown_tx.subscribe();
+    let mut accept_log = AcceptLog::default();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((mut stream, _)) = accepted else { continue };
+                let mut stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        accept_failed(shared, &e, &mut accept_log).await;
+                        continue;
+                    }
+                };
                 metrics::add(&shared.metrics.connections_total, 1);
                 if shared.clients.load(Ordering::Relaxed) >= shared.config.maxclients {
                     metrics::add(&shared.metrics.rejected_connections, 1);
@@ -231,6 +251,57 @@ async fn accept(listener: TcpListener, shared: &Arc<Shared>, shards: &Shards, fr
             }
         }
     }
+}
+
+/// Pause of the accept loop after `accept` fails for want of descriptors or memory (`EMFILE`,
+/// `ENFILE`, `ENOBUFS`, `ENOMEM`): the waiting connection stays in the backlog, and retrying at
+/// once would only spin (the connections that free descriptors need the CPU).
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// The accept loop logs its failures at most this often.
+pub const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Rate limit of the accept loop's failure log.
+#[derive(Default)]
+struct AcceptLog {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+/// Counts, logs (rate-limited) and, when descriptors or memory ran out, waits out a failed
+/// `accept`.
+async fn accept_failed(shared: &Shared, e: &std::io::Error, log: &mut AcceptLog) {
+    metrics::add(&shared.metrics.accept_errors, 1);
+    let exhausted = matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    );
+    if log.last.is_none_or(|t| t.elapsed() >= ACCEPT_LOG_INTERVAL) {
+        tracing::warn!(
+            error = %e,
+            suppressed = log.suppressed,
+            maxclients = shared.config.maxclients,
+            "accepting a connection failed{}",
+            if exhausted { "; pausing the accept loop (raise the open-file limit with ulimit -n)" } else { "" }
+        );
+        log.last = Some(Instant::now());
+        log.suppressed = 0;
+    } else {
+        log.suppressed += 1;
+    }
+    if exhausted {
+        tokio::time::sleep(ACCEPT_BACKOFF).await;
+    }
+}
+
+/// True when every address in `bind` (space-separated, as Redis takes them) is a loopback one.
+pub fn loopback_only(bind: &str) -> bool {
+    bind.split_whitespace().all(|addr| {
+        addr.eq_ignore_ascii_case("localhost")
+            || addr
+                .trim_start_matches('-')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    })
 }
 
 /// Syncs and closes the database.

@@ -35,7 +35,15 @@ pub struct Session {
     pub peer: String,
     /// Set by commands that end the connection.
     pub after: After,
+    /// Failed `AUTH` attempts on this connection: each delays the replies (see
+    /// [`Session::auth_delay`]).
+    pub auth_failures: u32,
 }
+
+/// The delay after a connection's first failed `AUTH`; each later failure doubles it.
+pub const AUTH_FAILURE_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
+/// The longest delay after a failed `AUTH`.
+pub const MAX_AUTH_FAILURE_DELAY: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Session {
     /// A new connection's state.
@@ -49,6 +57,18 @@ impl Session {
             lib_ver: None,
             peer,
             after: After::Continue,
+            auth_failures: 0,
         }
+    }
+
+    /// How long the replies wait after the connection's `failures`-th failed `AUTH`:
+    /// [`AUTH_FAILURE_DELAY`] doubled per earlier failure, at most [`MAX_AUTH_FAILURE_DELAY`]. A
+    /// password guesser on one connection gets a few dozen tries a minute; other connections are
+    /// not slowed (the wait does not block the connection's thread).
+    pub fn auth_delay(failures: u32) -> std::time::Duration {
+        let doublings = failures.saturating_sub(1).min(16);
+        AUTH_FAILURE_DELAY
+            .saturating_mul(1 << doublings)
+            .min(MAX_AUTH_FAILURE_DELAY)
     }
 }

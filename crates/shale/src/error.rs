@@ -107,6 +107,16 @@ impl Error {
         }
     }
 
+    /// The same error with `dir/` taken out of its message, so that the files it names read
+    /// relative to the data directory (`000012.log`, not an absolute path).
+    pub(crate) fn relative_to(mut self, dir: &Path) -> Error {
+        let prefix = format!("{}/", dir.display());
+        if prefix.len() > 1 && self.message.contains(&prefix) {
+            self.message = self.message.replace(&prefix, "");
+        }
+        self
+    }
+
     /// The same error marked as one after which durability is uncertain (see `fatal`).
     pub(crate) fn fatal(mut self) -> Error {
         self.fatal = true;

@@ -63,7 +63,7 @@ impl CmdError {
         match self {
             CmdError::Msg(m) => w.error(m.as_bytes()),
             CmdError::WrongType => w.error(WRONGTYPE.as_bytes()),
-            CmdError::Engine(e) => w.error(format!("ERR engine: {e}").as_bytes()),
+            CmdError::Engine(e) => w.error(engine_error_text(e).as_bytes()),
         }
     }
 }
@@ -71,6 +71,25 @@ impl CmdError {
 impl From<shale::Error> for CmdError {
     fn from(e: shale::Error) -> CmdError {
         CmdError::Engine(e)
+    }
+}
+
+/// The error reply for an engine error: Redis's `-MISCONF` while the disk is full (writes are
+/// refused until space returns, when they resume by themselves; reads keep working), `-ERR
+/// engine: ...` otherwise.
+pub fn engine_error_text(e: &shale::Error) -> String {
+    let no_space = matches!(
+        e.io_kind(),
+        Some(std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+    );
+    if no_space && e.kind() == shale::ErrorKind::Io {
+        format!(
+            "MISCONF shale cannot write to disk, so writes are refused until space returns (they \
+             resume by themselves; reads still work): {}",
+            e.message()
+        )
+    } else {
+        format!("ERR engine: {e}")
     }
 }
 

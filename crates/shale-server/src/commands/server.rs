@@ -41,6 +41,8 @@ fn check_password(ctx: &mut Ctx<'_, '_>, user: Option<&[u8]>, pass: &[u8]) -> Cm
         ctx.session.authenticated = true;
         Ok(())
     } else {
+        ctx.session.auth_failures = ctx.session.auth_failures.saturating_add(1);
+        crate::metrics::add(&ctx.shared.metrics.auth_failures, 1);
         Err(CmdError::msg(
             "WRONGPASS invalid username-password pair or user is disabled.",
         ))

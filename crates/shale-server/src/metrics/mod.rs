@@ -95,6 +95,10 @@ pub struct Metrics {
     pub batched_requests: AtomicU64,
     /// Keys deleted by expiry (lazily or by the sweep).
     pub expired_keys: AtomicU64,
+    /// Failed `AUTH` (and `HELLO ... AUTH`) attempts.
+    pub auth_failures: AtomicU64,
+    /// Failed `accept` calls (for example at the open-file limit).
+    pub accept_errors: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -110,6 +114,8 @@ impl Default for Metrics {
             batches: AtomicU64::new(0),
             batched_requests: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
+            auth_failures: AtomicU64::new(0),
+            accept_errors: AtomicU64::new(0),
         }
     }
 }

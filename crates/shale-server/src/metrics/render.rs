@@ -85,7 +85,7 @@ pub fn render(shared: &Shared) -> String {
         &shared.store.commit_latency,
     );
 
-    let counters: [(&str, &str, u64); 9] = [
+    let counters: [(&str, &str, u64); 11] = [
         (
             "shale_unknown_commands_total",
             "Requests naming no known command.",
@@ -100,6 +100,16 @@ pub fn render(shared: &Shared) -> String {
             "shale_rejected_connections_total",
             "Connections refused over maxclients.",
             load(&m.rejected_connections),
+        ),
+        (
+            "shale_auth_failures_total",
+            "Failed AUTH attempts.",
+            load(&m.auth_failures),
+        ),
+        (
+            "shale_accept_errors_total",
+            "Failed accept calls (the open-file limit, for example).",
+            load(&m.accept_errors),
         ),
         (
             "shale_protocol_errors_total",

@@ -205,6 +205,7 @@ impl Db {
     /// `Io` when the WAL cannot be written (the database is then poisoned); `Closed` after close.
     pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
         write::write(&self.inner, batch, options.durability)
+            .map_err(|e| e.relative_to(&self.inner.dir))
     }
 
     /// Hands the WAL's buffered records to the operating system: every write acknowledged before
@@ -216,7 +217,7 @@ impl Db {
     ///
     /// [`Durability::Unflushed`]: crate::Durability::Unflushed
     pub fn flush_wal(&self) -> Result<()> {
-        write::flush_wal(&self.inner)
+        write::flush_wal(&self.inner).map_err(|e| e.relative_to(&self.inner.dir))
     }
 
     /// Fsyncs the WAL: every write acknowledged before the call survives power loss once it
@@ -228,7 +229,7 @@ impl Db {
     ///
     /// [`Durability::Buffered`]: crate::Durability::Buffered
     pub fn sync_wal(&self) -> Result<()> {
-        write::sync_wal(&self.inner)
+        write::sync_wal(&self.inner).map_err(|e| e.relative_to(&self.inner.dir))
     }
 
     /// The value of `key`, or `Ok(None)` when absent.
@@ -291,7 +292,7 @@ impl Db {
     /// # Errors
     /// The error of a failed flush, or `Poisoned`/`Closed`.
     pub fn flush(&self) -> Result<()> {
-        background::flush_all(&self.inner)
+        background::flush_all(&self.inner).map_err(|e| e.relative_to(&self.inner.dir))
     }
 
     /// Compacts every level's files that overlap `range` down to the deepest level that holds any,
@@ -463,6 +464,7 @@ impl DbInner {
 
     /// Poisons the database with `err` (the first error wins) and returns the `Poisoned` error.
     pub(crate) fn set_poison(&self, err: Error) -> Error {
+        let err = err.relative_to(&self.dir);
         let mut slot = self.poison.lock();
         let poisoned = slot.get_or_insert_with(|| err.into_poisoned()).clone();
         self.poisoned.store(true, Ordering::Release);

@@ -43,6 +43,7 @@ pub(crate) fn is_no_space(e: &Error) -> bool {
 impl DbInner {
     /// Stops writes after `err` (see the module documentation) and returns the error writers get.
     pub(crate) fn stop_writes(&self, err: Error) -> Error {
+        let err = err.relative_to(&self.dir);
         let mut slot = self.stopped.lock();
         let stopped = slot
             .get_or_insert_with(|| {

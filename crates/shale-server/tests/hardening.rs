@@ -1,0 +1,240 @@
+//! Server hardening (regression tests for issue 18): the open-file limit (defect 2), failed AUTH
+//! attempts (defect 7) and the warning for a public address without a password (defect 7).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A server started with its stdout lines up to "ready"; killed on drop.
+struct Started {
+    child: Child,
+    port: u16,
+    banner: Vec<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `shale serve` with `args`, under an open-file limit of `nofile` when given.
+fn start(args: &[&str], nofile: Option<u64>) -> Started {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_shale"));
+    cmd.arg("serve")
+        .args(["--port", "0", "--dir"])
+        .arg(dir.path().join("data"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(n) = nofile {
+        // SAFETY: the closure runs in the forked child before exec and only calls setrlimit, which
+        // is async-signal-safe; it allocates nothing and takes no lock.
+        unsafe {
+            cmd.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: n,
+                    rlim_max: n,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn().expect("start the shale binary");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut banner = Vec::new();
+    let deadline = Instant::now() + common::START_TIMEOUT;
+    let port = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx.recv_timeout(left).expect("the server did not start");
+        if let Some(addr) = line.strip_prefix("ready to accept connections on ") {
+            break addr.rsplit(':').next().unwrap().parse().unwrap();
+        }
+        banner.push(line);
+    };
+    std::thread::spawn(move || while rx.recv().is_ok() {});
+    Started {
+        child,
+        port,
+        banner,
+        _dir: dir,
+    }
+}
+
+fn connect(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(common::IO_TIMEOUT)).unwrap();
+    s
+}
+
+/// Sends one inline command and reads one reply line.
+fn call(s: &mut TcpStream, command: &str) -> String {
+    s.write_all(format!("{command}\r\n").as_bytes()).unwrap();
+    read_line(s, command)
+}
+
+/// Reads one reply line (without its line end).
+fn read_line(s: &mut TcpStream, command: &str) -> String {
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    while !reply.ends_with(b"\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => reply.push(byte[0]),
+            Ok(_) => break,
+            Err(e) => panic!("no reply to {command}: {e}"),
+        }
+    }
+    String::from_utf8_lossy(&reply).trim_end().to_owned()
+}
+
+/// CPU seconds (user + system) the process has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf only reads a constant of the system.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+#[test]
+fn regression_issue_18_a_low_open_file_limit_lowers_maxclients_and_never_spins() {
+    let server = start(&["--threads", "2"], Some(128));
+    let warning = server
+        .banner
+        .iter()
+        .find(|l| l.contains("maxclients lowered to"))
+        .unwrap_or_else(|| panic!("no warning in {:?}", server.banner));
+    let maxclients: usize = warning
+        .split("maxclients lowered to ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    assert!(maxclients < 128, "{warning}");
+    // More clients than descriptors: each is served or told the server is full; none hangs.
+    let mut clients = Vec::new();
+    let (mut served, mut refused) = (0, 0);
+    for _ in 0..200 {
+        let mut s = connect(server.port);
+        match call(&mut s, "PING").as_str() {
+            "+PONG" => served += 1,
+            "-ERR max number of clients reached" | "" => refused += 1,
+            other => panic!("unexpected reply {other:?}"),
+        }
+        clients.push(s);
+    }
+    assert!(served >= maxclients / 2, "served {served} of {maxclients}");
+    assert!(refused > 0);
+    // Held connections cost no CPU: the accept loop does not spin.
+    let pid = server.child.id();
+    let before = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_millis(1500));
+    let used = cpu_seconds(pid) - before;
+    assert!(
+        used < 0.3,
+        "the server used {used:.2} s of CPU in 1.5 s while idle"
+    );
+    drop(clients);
+}
+
+#[test]
+fn regression_issue_18_failed_auth_attempts_are_slowed_and_counted() {
+    let server = start(&["--threads", "2", "--requirepass", "s3cret"], None);
+    let mut guesser = connect(server.port);
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        let reply = call(&mut guesser, "AUTH wrong");
+        assert!(reply.starts_with("-WRONGPASS"), "{reply}");
+        times.push(start.elapsed());
+    }
+    assert!(times[0] < Duration::from_millis(400), "{times:?}");
+    assert!(times[4] >= Duration::from_millis(600), "{times:?}");
+    // Other connections are not slowed meanwhile.
+    let mut user = connect(server.port);
+    assert_eq!(call(&mut user, "AUTH s3cret"), "+OK");
+    let waiting = std::thread::spawn(move || call(&mut guesser, "AUTH wrong"));
+    std::thread::sleep(Duration::from_millis(100));
+    let start = Instant::now();
+    assert_eq!(call(&mut user, "PING"), "+PONG");
+    assert!(start.elapsed() < Duration::from_millis(300));
+    assert!(waiting.join().unwrap().starts_with("-WRONGPASS"));
+    user.write_all(b"INFO stats\r\n").unwrap();
+    let info = String::from_utf8_lossy(&common::read_available(&mut user)).into_owned();
+    assert!(info.contains("acl_access_denied_auth:6"), "{info}");
+}
+
+#[test]
+fn regression_issue_18_a_public_address_without_a_password_warns() {
+    let warned = |s: &Started| s.banner.iter().any(|l| l.contains("without requirepass"));
+    // Only loopback traffic: the test connects to 127.0.0.1 and stops the server at once.
+    let public = start(&["--bind", "0.0.0.0"], None);
+    assert!(warned(&public), "{:?}", public.banner);
+    assert_eq!(call(&mut connect(public.port), "PING"), "+PONG");
+    drop(public);
+    let guarded = start(&["--bind", "0.0.0.0", "--requirepass", "x"], None);
+    assert!(!warned(&guarded), "{:?}", guarded.banner);
+    drop(guarded);
+    let local = start(&[], None);
+    assert!(!warned(&local), "{:?}", local.banner);
+}
+
+#[test]
+fn regression_issue_18_a_large_value_does_not_stall_the_other_clients_of_its_thread() {
+    // One connection thread: the writer of the large value and the reader share it.
+    let server = start(&["--threads", "1"], None);
+    let mut reader = connect(server.port);
+    assert_eq!(call(&mut reader, "SET small v"), "+OK");
+    let port = server.port;
+    let len = 60 << 20;
+    let writer = std::thread::spawn(move || {
+        let mut w = connect(port);
+        let mut request = format!("*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n${len}\r\n").into_bytes();
+        request.resize(request.len() + len, b'x');
+        request.extend_from_slice(b"\r\n");
+        w.write_all(&request).unwrap();
+        call(&mut w, "PING")
+    });
+    let mut worst = Duration::ZERO;
+    let mut reads = 0;
+    while !writer.is_finished() {
+        let start = Instant::now();
+        assert_eq!(call(&mut reader, "GET small"), "$1");
+        assert_eq!(read_line(&mut reader, "GET small"), "v");
+        worst = worst.max(start.elapsed());
+        reads += 1;
+    }
+    assert_eq!(writer.join().unwrap(), "+OK");
+    eprintln!("{reads} reads while a {len}-byte value was written; worst {worst:?}");
+    assert!(reads > 10, "{reads}");
+    assert!(
+        worst < Duration::from_millis(100),
+        "a read waited {worst:?}"
+    );
+    assert_eq!(call(&mut reader, "STRLEN big"), format!(":{len}"));
+}
