@@ -161,9 +161,16 @@ fn section(out: &mut String, shared: &Shared, _session: &Session, name: &str) {
         }
         "keyspace" => {
             line("# Keyspace", &"");
-            let (keys, expires) = count_keys(shared);
-            if keys > 0 {
-                line("db0", &format!("keys={keys},expires={expires},avg_ttl=0"));
+            match count_keys(shared) {
+                Ok((keys, expires)) if keys > 0 => {
+                    line("db0", &format!("keys={keys},expires={expires},avg_ttl=0"));
+                }
+                Ok(_) => {}
+                // A count that stopped at unreadable data would be wrong: say it is unknown.
+                Err(e) => line(
+                    "shale_keyspace_unknown",
+                    &e.to_string().replace(['\r', '\n'], " "),
+                ),
             }
         }
         _ => {}
@@ -171,14 +178,18 @@ fn section(out: &mut String, shared: &Shared, _session: &Session, name: &str) {
 }
 
 /// Live keys and live keys with an expiry.
-fn count_keys(shared: &Shared) -> (u64, u64) {
+///
+/// # Errors
+/// The engine's error when some of the keyspace cannot be read (the counts are then unknown).
+fn count_keys(shared: &Shared) -> shale::Result<(u64, u64)> {
     let now = now_ms();
     let (mut keys, mut expires) = (0, 0);
     let range = (
         Bound::Included(vec![format::META]),
         upper_bound(&[format::META]),
     );
-    for (_, v) in shared.store.db().range(range).flatten() {
+    for item in shared.store.db().range(range) {
+        let (_, v) = item?;
         if let Some(m) = Meta::decode(v) {
             if !m.is_expired(now) {
                 keys += 1;
@@ -186,7 +197,7 @@ fn count_keys(shared: &Shared) -> (u64, u64) {
             }
         }
     }
-    (keys, expires)
+    Ok((keys, expires))
 }
 
 fn human(bytes: u64) -> String {
