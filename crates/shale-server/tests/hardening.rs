@@ -7,8 +7,16 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
+
+/// Held by the tests that measure time or CPU, so they do not run beside each other on a small
+/// machine.
+static TIMED: Mutex<()> = Mutex::new(());
+
+fn timed() -> std::sync::MutexGuard<'static, ()> {
+    TIMED.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A server started with its stdout lines up to "ready"; killed on drop.
 struct Started {
@@ -131,6 +139,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 
 #[test]
 fn regression_issue_18_a_low_open_file_limit_lowers_maxclients_and_never_spins() {
+    let _timed = timed();
     let server = start(&["--threads", "2"], Some(128));
     let warning = server
         .banner
@@ -172,6 +181,7 @@ fn regression_issue_18_a_low_open_file_limit_lowers_maxclients_and_never_spins()
 
 #[test]
 fn regression_issue_18_failed_auth_attempts_are_slowed_and_counted() {
+    let _timed = timed();
     let server = start(&["--threads", "2", "--requirepass", "s3cret"], None);
     let mut guesser = connect(server.port);
     let mut times = Vec::new();
@@ -214,6 +224,7 @@ fn regression_issue_18_a_public_address_without_a_password_warns() {
 
 #[test]
 fn regression_issue_18_a_large_value_does_not_stall_the_other_clients_of_its_thread() {
+    let _timed = timed();
     // One connection thread: the writer of the large value and the reader share it.
     let server = start(&["--threads", "1"], None);
     let mut reader = connect(server.port);

@@ -11,8 +11,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Kill rounds against the same directory.
-const ROUNDS: u64 = 4;
+/// Kill rounds against the same directory; `SHALE_KILL_ROUNDS` raises it for a soak
+/// (`SHALE_KILL_ROUNDS=100 cargo test --release -p shale --test kill`).
+const DEFAULT_ROUNDS: u64 = 4;
 /// Acknowledgements to wait for before killing (a round also ends after `ROUND_TIMEOUT`).
 const ACKS_BEFORE_KILL: usize = 300;
 const ROUND_TIMEOUT: Duration = Duration::from_secs(20);
@@ -64,7 +65,11 @@ fn parent() {
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = std::env::current_exe().expect("current exe");
     let mut acked: Vec<u64> = Vec::new();
-    for round in 0..ROUNDS {
+    let rounds = std::env::var("SHALE_KILL_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_ROUNDS);
+    for round in 0..rounds {
         let first = round * 1_000_000;
         let mut child = Command::new(&exe)
             .arg("child")

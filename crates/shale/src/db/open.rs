@@ -412,6 +412,8 @@ fn push_replayed(
             mem,
             wal: number,
             last_seq: next - 1,
+            // Replayed from a WAL of its own: no external log.
+            position: None,
         });
     }
 }
