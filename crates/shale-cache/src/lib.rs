@@ -6,5 +6,15 @@
 //!
 //! `docs/design/` in the repository records the decisions behind it.
 
+pub mod cache;
+pub mod epoch;
 pub mod index;
+pub mod item;
+pub mod op;
 pub mod region;
+mod sched;
+pub mod slab;
+pub mod stats;
+
+pub use cache::{Cache, CacheConfig, StoreError, Worker};
+pub use op::{IncrStyle, OpId, Outcome, SetMode};

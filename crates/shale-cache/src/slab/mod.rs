@@ -1,0 +1,475 @@
+//! Slab memory: fixed-size slots in pages of one size class, a [`Location`] per slot, and CLOCK
+//! eviction per class over bitmaps (Mega-KV's memory management, memcached's classes).
+//!
+//! The arena is one mapping of the configured size, cut into [`PAGE_SIZE`] pages. A page is
+//! assigned to a class when the class first needs it and cut into that class's slots. A location
+//! names `(page, slot)`: `((page << SLOT_BITS) | slot) + 1`, so 0 is never issued.
+//!
+//! Two bitmaps carry one bit per location. *live*: the item is in the index or about to be (only
+//! the scheduler sets and clears it, under its lock). *referenced*: read since the CLOCK hand last
+//! passed (set by readers). When a class runs low on free slots and no page is left, its CLOCK
+//! hand sweeps the bitmaps a word (64 slots) at a time: referenced live slots lose the bit, the
+//! others become victims, which the scheduler turns into index deletes.
+//!
+//! # Reuse
+//! A freed slot waits in its class's limbo, tagged with the epoch of its free, until every
+//! reader that might still hold its location has moved on ([`Epochs`]); then it is reused.
+//!
+//! # Concurrency
+//! Each class's free lists sit behind their own mutex; the bitmaps are atomics; the page pool has
+//! a mutex taken only to assign or return pages.
+
+mod class;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+pub use class::{Classes, DEFAULT_GROWTH, MIN_SLOT, SLOT_ALIGN};
+
+use crate::epoch::Epochs;
+use crate::index::Location;
+use crate::item::{self, ItemRef};
+use crate::region::Region;
+
+/// Bytes per page (memcached's page and largest item).
+pub const PAGE_SIZE: usize = 1 << 20;
+
+/// Bits of a location naming the slot within its page: pages of [`MIN_SLOT`]-byte slots fit.
+pub const SLOT_BITS: u32 = 15;
+
+/// Most pages: locations are 32-bit, and `u32::MAX` itself is never issued.
+pub const MAX_PAGES: usize = (1 << (32 - SLOT_BITS)) - 1;
+
+/// Victims one CLOCK sweep picks for a class (Mega-KV's batch of 512), fewer for small classes.
+pub const EVICT_BATCH: usize = 512;
+
+const SLOTS_PER_PAGE_MAX: usize = 1 << SLOT_BITS;
+const WORDS_PER_PAGE: usize = SLOTS_PER_PAGE_MAX / 64;
+const NO_CLASS: u8 = u8::MAX;
+
+/// Why a slot could not be had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocError {
+    /// The item is larger than the largest slot.
+    TooLarge,
+    /// No slot is free now: evictions are under way or must be asked for.
+    Full,
+}
+
+/// Slab memory. See the module documentation.
+pub struct Slabs {
+    // INVARIANT: `pages * PAGE_SIZE` bytes; page `p` starts at `p * PAGE_SIZE`.
+    arena: Region,
+    pages: usize,
+    classes: Classes,
+    // Per page: its class, or NO_CLASS.
+    page_class: Box<[AtomicU8]>,
+    // INVARIANT: each holds `pages * WORDS_PER_PAGE` zero-initialised u64 words.
+    live: Region,
+    referenced: Region,
+    state: Box<[Mutex<ClassState>]>,
+    pool: Mutex<PagePool>,
+    epochs: Epochs,
+    live_items: AtomicUsize,
+}
+
+#[derive(Default)]
+struct ClassState {
+    pages: Vec<u32>,
+    free: Vec<Location>,
+    limbo: VecDeque<(u64, Location)>,
+    // The page being cut into slots and the next slot to cut.
+    carving: Option<(u32, u32)>,
+    // CLOCK hand: index into `pages`, word within the page.
+    hand: (usize, usize),
+    // Victims handed out and not yet settled by the scheduler.
+    evicting: usize,
+}
+
+#[derive(Default)]
+struct PagePool {
+    next_unused: usize,
+}
+
+/// Counters of slab memory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SlabStats {
+    /// Bytes of the arena.
+    pub arena_bytes: usize,
+    /// Bytes of pages assigned to classes.
+    pub assigned_bytes: usize,
+    /// Items marked live.
+    pub live_items: usize,
+    /// Per class: (slot size, pages, free slots, slots in limbo).
+    pub classes: Vec<(usize, usize, usize, usize)>,
+}
+
+impl Slabs {
+    /// Slab memory of `bytes` (rounded down to whole pages, at least one page, at most
+    /// [`MAX_PAGES`]) with classes growing by `growth`, for `threads` readers.
+    ///
+    /// # Errors
+    /// If the arena or its bitmaps cannot be mapped.
+    pub fn new(bytes: usize, growth: f64, threads: usize) -> std::io::Result<Slabs> {
+        let pages = (bytes / PAGE_SIZE).clamp(1, MAX_PAGES);
+        let arena = Region::map(pages * PAGE_SIZE)?;
+        let bitmap_bytes = pages * WORDS_PER_PAGE * 8;
+        let classes = Classes::new(PAGE_SIZE, growth);
+        Ok(Slabs {
+            arena,
+            pages,
+            page_class: (0..pages).map(|_| AtomicU8::new(NO_CLASS)).collect(),
+            live: Region::map(bitmap_bytes)?,
+            referenced: Region::map(bitmap_bytes)?,
+            state: (0..classes.len())
+                .map(|_| Mutex::new(ClassState::default()))
+                .collect(),
+            classes,
+            pool: Mutex::new(PagePool::default()),
+            epochs: Epochs::new(threads),
+            live_items: AtomicUsize::new(0),
+        })
+    }
+
+    /// Bytes of memory the bitmaps and page table cost per arena page (for budgeting).
+    pub const OVERHEAD_PER_PAGE: usize = 2 * WORDS_PER_PAGE * 8 + 1;
+
+    /// The readers' epochs.
+    pub fn epochs(&self) -> &Epochs {
+        &self.epochs
+    }
+
+    /// The size classes.
+    pub fn classes(&self) -> &Classes {
+        &self.classes
+    }
+
+    /// Pages in the arena.
+    pub fn pages(&self) -> usize {
+        self.pages
+    }
+
+    /// Largest item (header, key and value) a slot holds.
+    pub fn max_item_len(&self) -> usize {
+        PAGE_SIZE
+    }
+
+    /// The class of the slot `loc`, if `loc` names one.
+    #[inline]
+    pub fn class_of(&self, loc: Location) -> Option<usize> {
+        let (page, slot) = split(loc)?;
+        let class = self.page_class.get(page)?.load(Ordering::Acquire);
+        if class == NO_CLASS {
+            return None;
+        }
+        let class = usize::from(class);
+        (slot < PAGE_SIZE / self.classes.size(class)).then_some(class)
+    }
+
+    /// The slot `loc`: its first byte and its size.
+    #[inline]
+    pub fn slot(&self, loc: Location) -> Option<(*mut u8, usize)> {
+        let class = self.class_of(loc)?;
+        let (page, slot) = split(loc)?;
+        let size = self.classes.size(class);
+        let offset = page * PAGE_SIZE + slot * size;
+        // SAFETY: `page < pages` (class_of looked it up) and the slot lies inside its page.
+        Some((unsafe { self.arena.as_ptr().add(offset) }, size))
+    }
+
+    /// The item at `loc`.
+    ///
+    /// # Safety
+    /// The calling thread is pinned ([`Epochs::pin`]) and obtained `loc` while pinned from the
+    /// index or the scheduler, so the slot holds a published item that is not reused while the
+    /// returned view lives.
+    #[inline]
+    pub unsafe fn item<'a>(&'a self, loc: Location) -> Option<ItemRef<'a>> {
+        let (ptr, size) = self.slot(loc)?;
+        // SAFETY: the caller's pin keeps a published item in the slot (see above).
+        unsafe { ItemRef::at(ptr, size) }
+    }
+
+    /// A free slot of the smallest class that holds `len` bytes.
+    ///
+    /// # Errors
+    /// [`AllocError::TooLarge`] if no class holds `len`; [`AllocError::Full`] if the class has
+    /// no free slot and no page is left (ask for victims with [`Self::sweep`]).
+    pub fn alloc(&self, len: usize) -> Result<Location, AllocError> {
+        let class = self.classes.for_len(len).ok_or(AllocError::TooLarge)?;
+        let mut state = self.state[class].lock();
+        if let Some(loc) = state.free.pop() {
+            return Ok(loc);
+        }
+        let below = self.epochs.reusable_below();
+        while let Some(&(tag, loc)) = state.limbo.front() {
+            if tag >= below {
+                break;
+            }
+            state.limbo.pop_front();
+            state.free.push(loc);
+        }
+        if let Some(loc) = state.free.pop() {
+            return Ok(loc);
+        }
+        let per_page = (PAGE_SIZE / self.classes.size(class)) as u32;
+        if state.carving.is_none() {
+            let page = self.take_page(class).ok_or(AllocError::Full)?;
+            state.pages.push(page);
+            state.carving = Some((page, 0));
+        }
+        let (page, slot) = state.carving.expect("a page to cut");
+        state.carving = (slot + 1 < per_page).then_some((page, slot + 1));
+        Ok(join(page as usize, slot as usize))
+    }
+
+    /// Writes a new item into a fresh slot.
+    ///
+    /// # Errors
+    /// As for [`Self::alloc`].
+    pub fn store(
+        &self,
+        key: &[u8],
+        value_parts: &[&[u8]],
+        meta: item::ItemMeta,
+    ) -> Result<Location, AllocError> {
+        if key.len() > usize::from(u16::MAX) {
+            return Err(AllocError::TooLarge);
+        }
+        let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
+        if value_len > u32::MAX as usize {
+            return Err(AllocError::TooLarge);
+        }
+        let loc = self.alloc(item::item_len(key.len(), value_len))?;
+
+        let (ptr, _) = self.slot(loc).expect("a slot just allocated");
+        // SAFETY: the slot was just taken from the free lists, so no other thread touches it
+        // until its location is published; it is large enough and 8-byte aligned.
+        unsafe { item::write(ptr, key, value_parts, meta) };
+        Ok(loc)
+    }
+
+    fn take_page(&self, class: usize) -> Option<u32> {
+        let mut pool = self.pool.lock();
+        if pool.next_unused >= self.pages {
+            return None;
+        }
+        pool.next_unused += 1;
+        let page = (pool.next_unused - 1) as u32;
+        self.page_class[page as usize].store(class as u8, Ordering::Release);
+        Some(page)
+    }
+
+    /// Frees `loc`: reusable once readers have moved on. Only the scheduler frees published
+    /// slots; a thread may free a slot it allocated and never published.
+    pub fn free(&self, loc: Location) {
+        let Some(class) = self.class_of(loc) else {
+            return;
+        };
+        let tag = self.epochs.current();
+        self.state[class].lock().limbo.push_back((tag, loc));
+    }
+
+    /// Marks `loc` live (the scheduler, when it queues its insert).
+    #[inline]
+    pub fn set_live(&self, loc: Location) {
+        if let Some((word, bit)) = self.bit(loc) {
+            let old = self.word(&self.live, word).fetch_or(bit, Ordering::Relaxed);
+            if old & bit == 0 {
+                self.live_items.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Clears `loc`'s live mark; true if it was set. Whoever clears it frees the slot.
+    #[inline]
+    pub fn clear_live(&self, loc: Location) -> bool {
+        let Some((word, bit)) = self.bit(loc) else {
+            return false;
+        };
+        let old = self
+            .word(&self.live, word)
+            .fetch_and(!bit, Ordering::Relaxed);
+        let was = old & bit != 0;
+        if was {
+            self.live_items.fetch_sub(1, Ordering::Relaxed);
+        }
+        was
+    }
+
+    /// Whether `loc` is marked live.
+    #[inline]
+    pub fn is_live(&self, loc: Location) -> bool {
+        self.bit(loc).is_some_and(|(word, bit)| {
+            self.word(&self.live, word).load(Ordering::Relaxed) & bit != 0
+        })
+    }
+
+    /// Records a read of `loc` for CLOCK.
+    #[inline]
+    pub fn reference(&self, loc: Location) {
+        if let Some((word, bit)) = self.bit(loc) {
+            let w = self.word(&self.referenced, word);
+            if w.load(Ordering::Relaxed) & bit == 0 {
+                w.fetch_or(bit, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Items marked live.
+    pub fn live_items(&self) -> usize {
+        self.live_items.load(Ordering::Relaxed)
+    }
+
+    /// If class `class` is running low (no page left and fewer than [`EVICT_BATCH`] slots free,
+    /// in limbo or being evicted), sweeps its CLOCK hand and appends victims to `victims`.
+    /// Every victim must be settled with [`Self::victim_settled`]. Returns whether memory for
+    /// the class is on its way (slots in limbo, victims out); false means the class has no
+    /// memory to evict.
+    pub fn sweep(&self, class: usize, victims: &mut Vec<Location>) -> bool {
+        let per_page = PAGE_SIZE / self.classes.size(class);
+        let mut state = self.state[class].lock();
+        if state.pages.is_empty() {
+            return self.pool.lock().next_unused < self.pages;
+        }
+        let want = EVICT_BATCH.min(per_page * state.pages.len() / 8).max(1);
+        let spare = state.free.len() + state.limbo.len() + state.evicting;
+        if spare >= want || state.carving.is_some() || self.pool.lock().next_unused < self.pages {
+            return true;
+        }
+        let words = per_page.div_ceil(64);
+        let mut found = 0;
+        // Two full turns: the first may only clear referenced bits.
+        let mut budget = 2 * words * state.pages.len();
+        while found < want && budget > 0 {
+            budget -= 1;
+            let (page_at, word_at) = state.hand;
+            let page = state.pages[page_at] as usize;
+            let index = page * WORDS_PER_PAGE + word_at;
+            let mut valid = u64::MAX;
+            let last = per_page - word_at * 64;
+            if last < 64 {
+                valid = (1u64 << last) - 1;
+            }
+            let live = self.word(&self.live, index).load(Ordering::Relaxed) & valid;
+            let refd = self.word(&self.referenced, index).load(Ordering::Relaxed);
+            if live & refd != 0 {
+                self.word(&self.referenced, index)
+                    .fetch_and(!(live & refd), Ordering::Relaxed);
+            }
+            let mut cold = live & !refd;
+            while cold != 0 && found < want {
+                let bit = cold.trailing_zeros() as usize;
+                cold &= cold - 1;
+                victims.push(join(page, word_at * 64 + bit));
+                found += 1;
+            }
+            // Move on only when the word has been used up, so a partly taken word is finished
+            // next time.
+            if cold == 0 {
+                state.hand = if word_at + 1 < words {
+                    (page_at, word_at + 1)
+                } else {
+                    ((page_at + 1) % state.pages.len(), 0)
+                };
+            }
+        }
+        state.evicting += found;
+        state.evicting + state.limbo.len() + state.free.len() > 0
+    }
+
+    /// The scheduler has dealt with a victim handed out by [`Self::sweep`] (evicted it, or found
+    /// it gone already).
+    pub fn victim_settled(&self, loc: Location) {
+        if let Some(class) = self.class_of(loc) {
+            let mut state = self.state[class].lock();
+            state.evicting = state.evicting.saturating_sub(1);
+        }
+    }
+
+    /// Forgets every live item: clears every live and referenced mark and frees the slots (the
+    /// scheduler's FLUSH, with the index cleared and nothing pending). Slots allocated but not yet
+    /// published are not live and stay with their owners. Returns how many items were freed.
+    pub fn evict_all(&self) -> usize {
+        let tag = self.epochs.current();
+        let mut freed = 0;
+        for state in self.state.iter() {
+            let mut state = state.lock();
+            let ClassState { pages, limbo, .. } = &mut *state;
+            for &page in pages.iter() {
+                let first = page as usize * WORDS_PER_PAGE;
+                for w in 0..WORDS_PER_PAGE {
+                    self.word(&self.referenced, first + w)
+                        .store(0, Ordering::Relaxed);
+                    let mut live = self.word(&self.live, first + w).swap(0, Ordering::Relaxed);
+                    while live != 0 {
+                        let bit = live.trailing_zeros() as usize;
+                        live &= live - 1;
+                        limbo.push_back((tag, join(page as usize, w * 64 + bit)));
+                        freed += 1;
+                    }
+                }
+            }
+        }
+        self.live_items.fetch_sub(freed, Ordering::Relaxed);
+        freed
+    }
+
+    /// Counters for stats.
+    pub fn stats(&self) -> SlabStats {
+        let mut stats = SlabStats {
+            arena_bytes: self.pages * PAGE_SIZE,
+            live_items: self.live_items(),
+            ..SlabStats::default()
+        };
+        for (class, state) in self.state.iter().enumerate() {
+            let state = state.lock();
+            if state.pages.is_empty() {
+                continue;
+            }
+            stats.assigned_bytes += state.pages.len() * PAGE_SIZE;
+            stats.classes.push((
+                self.classes.size(class),
+                state.pages.len(),
+                state.free.len(),
+                state.limbo.len(),
+            ));
+        }
+        stats
+    }
+
+    #[inline]
+    fn bit(&self, loc: Location) -> Option<(usize, u64)> {
+        let (page, slot) = split(loc)?;
+        if page >= self.pages {
+            return None;
+        }
+        Some((page * WORDS_PER_PAGE + slot / 64, 1u64 << (slot % 64)))
+    }
+
+    #[inline]
+    fn word<'a>(&self, bitmap: &'a Region, index: usize) -> &'a AtomicU64 {
+        debug_assert!(index < self.pages * WORDS_PER_PAGE);
+        // SAFETY: `index` is below the bitmap's word count (callers derive it from a page below
+        // `pages`); the region is zero-initialised, 8-byte aligned and lives as long as `self`.
+        unsafe { &*(bitmap.as_ptr() as *const AtomicU64).add(index) }
+    }
+}
+
+/// `(page, slot)` of a location.
+#[inline]
+fn split(loc: Location) -> Option<(usize, usize)> {
+    let raw = loc.checked_sub(1)? as usize;
+    Some((raw >> SLOT_BITS, raw & (SLOTS_PER_PAGE_MAX - 1)))
+}
+
+/// The location of `(page, slot)`.
+#[inline]
+fn join(page: usize, slot: usize) -> Location {
+    (((page << SLOT_BITS) | slot) + 1) as Location
+}
+
+#[cfg(test)]
+mod tests;
