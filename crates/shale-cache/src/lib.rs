@@ -10,11 +10,14 @@ pub mod cache;
 pub mod epoch;
 pub mod index;
 pub mod item;
+pub mod net;
 pub mod op;
+pub mod proto;
 pub mod region;
 mod sched;
 pub mod slab;
 pub mod stats;
 
 pub use cache::{Cache, CacheConfig, StoreError, Worker};
+pub use net::{Server, ServerConfig};
 pub use op::{IncrStyle, OpId, Outcome, SetMode};

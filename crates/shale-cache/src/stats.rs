@@ -153,6 +153,12 @@ impl Stats {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Takes one from a gauge (open connections).
+    #[inline]
+    pub fn add_signed_down(counter: &AtomicU64) {
+        counter.fetch_sub(1, Ordering::Relaxed);
+    }
+
     /// Reads a counter.
     #[inline]
     pub fn get(counter: &AtomicU64) -> u64 {

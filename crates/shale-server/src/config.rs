@@ -39,6 +39,11 @@ pub const DEFAULT_BLOCK_CACHE_SIZE: usize = 256 << 20;
 /// hit rate is too low to pay for it (GET -7% measured, BENCHMARKS.md). Turn it on for skewed keys.
 pub const DEFAULT_ROW_CACHE_SIZE: usize = 0;
 
+/// Default `memcache-port` (cache mode): memcached's.
+pub const DEFAULT_MEMCACHE_PORT: u16 = 11211;
+/// Default `megakv-port` (cache mode), TCP and UDP.
+pub const DEFAULT_MEGAKV_PORT: u16 = 11214;
+
 /// Largest engine key the server asks the engine to accept (the engine's own ceiling).
 pub const ENGINE_MAX_KEY: usize = 64 << 20;
 /// Largest user key: the engine's ceiling less room for the keyspace encoding's prefixes.
@@ -129,6 +134,72 @@ pub struct Config {
     pub row_cache_size: usize,
     /// Engine memory component. Default [`Memtable::Flodb`].
     pub memtable: Memtable,
+    /// What the server is: the persistent store or the in-memory cache. Default [`Mode::Store`].
+    pub mode: Mode,
+    /// Cache mode: memory for items and the index, in bytes or with a unit (`64mb`, `2gb`); 0 is a
+    /// quarter of the machine's memory. Default 0.
+    pub maxmemory: MemSize,
+    /// Cache mode: port of the memcached text protocol. Default [`DEFAULT_MEMCACHE_PORT`].
+    pub memcache_port: u16,
+    /// Cache mode: port of Mega-KV's binary protocol, TCP and UDP. Default [`DEFAULT_MEGAKV_PORT`].
+    pub megakv_port: u16,
+    /// Cache mode: Mega-KV's batch period in microseconds under load; 0 runs a batch as soon as
+    /// the index engine is free. Default 0.
+    pub batch_period_us: u64,
+    /// Cache mode: index slots; 0 sizes the index from `maxmemory`. Default 0.
+    pub index_slots: usize,
+}
+
+/// What `shale serve` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The persistent store over RESP.
+    Store,
+    /// The in-memory cache (Mega-KV): RESP, memcached and Mega-KV protocols, no disk.
+    Cache,
+}
+
+/// A size in bytes, written as a number or with a unit (`kb`, `mb`, `gb`, powers of 1024, as
+/// Redis reads `maxmemory`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemSize(pub u64);
+
+impl std::str::FromStr for MemSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<MemSize, String> {
+        let lower = s.trim().to_ascii_lowercase();
+        let split = lower
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(lower.len());
+        let (digits, unit) = lower.split_at(split);
+        let scale: u64 = match unit {
+            "" | "b" => 1,
+            "k" | "kb" => 1 << 10,
+            "m" | "mb" => 1 << 20,
+            "g" | "gb" => 1 << 30,
+            _ => return Err(format!("bad size {s:?}: use bytes or kb, mb, gb")),
+        };
+        let n: u64 = digits.parse().map_err(|_| format!("bad size {s:?}"))?;
+        n.checked_mul(scale)
+            .map(MemSize)
+            .ok_or_else(|| format!("size {s:?} too large"))
+    }
+}
+
+impl<'de> Deserialize<'de> for MemSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MemSize, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(MemSize(n)),
+            Raw::Text(t) => t.parse().map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 /// The engine's memory component (`shale::MemtableKind`).
@@ -171,6 +242,12 @@ impl Default for Config {
             block_cache_size: DEFAULT_BLOCK_CACHE_SIZE,
             row_cache_size: DEFAULT_ROW_CACHE_SIZE,
             memtable: Memtable::Flodb,
+            mode: Mode::Store,
+            maxmemory: MemSize(0),
+            memcache_port: DEFAULT_MEMCACHE_PORT,
+            megakv_port: DEFAULT_MEGAKV_PORT,
+            batch_period_us: 0,
+            index_slots: 0,
         }
     }
 }
@@ -256,6 +333,12 @@ impl Config {
             ("block-cache-size", self.block_cache_size.to_string()),
             ("row-cache-size", self.row_cache_size.to_string()),
             ("memtable", self.memtable.name().to_string()),
+            ("mode", format!("{:?}", self.mode).to_lowercase()),
+            ("maxmemory", self.maxmemory.0.to_string()),
+            ("memcache-port", self.memcache_port.to_string()),
+            ("megakv-port", self.megakv_port.to_string()),
+            ("batch-period-us", self.batch_period_us.to_string()),
+            ("index-slots", self.index_slots.to_string()),
         ]
     }
 
@@ -306,5 +389,16 @@ mod tests {
         assert_eq!(c.appendfsync, Appendfsync::Always);
         assert_eq!(c.bind, DEFAULT_BIND);
         assert!(toml::from_str::<Config>("prot = 1\n").is_err());
+    }
+
+    #[test]
+    fn cache_mode_and_maxmemory_units_parse() {
+        let c: Config = toml::from_str("mode = \"cache\"\nmaxmemory = \"64mb\"\n").unwrap();
+        assert_eq!(c.mode, Mode::Cache);
+        assert_eq!(c.maxmemory, MemSize(64 << 20));
+        let c: Config = toml::from_str("maxmemory = 1000\n").unwrap();
+        assert_eq!(c.maxmemory, MemSize(1000));
+        assert!("12xb".parse::<MemSize>().is_err());
+        assert_eq!("2GB".parse::<MemSize>(), Ok(MemSize(2 << 30)));
     }
 }

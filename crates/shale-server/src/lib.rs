@@ -16,6 +16,7 @@
 //!
 //! `docs/design/0005-server.md` explains the decisions.
 
+pub mod cache_mode;
 pub mod commands;
 pub mod config;
 pub mod connection;

@@ -75,6 +75,24 @@ struct ServeArgs {
     /// Engine memory component [default: flodb].
     #[arg(long, value_enum)]
     memtable: Option<shale_server::config::Memtable>,
+    /// The persistent store, or the in-memory cache [default: store].
+    #[arg(long, value_enum)]
+    mode: Option<shale_server::config::Mode>,
+    /// Cache mode: memory for items and index (`64mb`, `2gb`) [default: a quarter of RAM].
+    #[arg(long)]
+    maxmemory: Option<shale_server::config::MemSize>,
+    /// Cache mode: memcached text-protocol port [default: 11211].
+    #[arg(long)]
+    memcache_port: Option<u16>,
+    /// Cache mode: Mega-KV protocol port, TCP and UDP [default: 11214].
+    #[arg(long)]
+    megakv_port: Option<u16>,
+    /// Cache mode: batch period under load in microseconds; 0 runs at once [default: 0].
+    #[arg(long)]
+    batch_period_us: Option<u64>,
+    /// Cache mode: index slots; 0 sizes the index from maxmemory [default: 0].
+    #[arg(long)]
+    index_slots: Option<usize>,
 }
 
 impl ServeArgs {
@@ -98,7 +116,13 @@ impl ServeArgs {
             client_output_buffer_limit,
             threads,
             row_cache_size,
-            memtable
+            memtable,
+            mode,
+            maxmemory,
+            memcache_port,
+            megakv_port,
+            batch_period_us,
+            index_slots
         );
         if self.requirepass.is_some() {
             c.requirepass = self.requirepass;
@@ -119,7 +143,11 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let Cmd::Serve(args) = Cli::parse().command;
-    match args.into_config().and_then(shale_server::run) {
+    let run = |config: Config| match config.mode {
+        shale_server::config::Mode::Cache => shale_server::cache_mode::run(config),
+        shale_server::config::Mode::Store => shale_server::run(config),
+    };
+    match args.into_config().and_then(run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("shale: {e}");

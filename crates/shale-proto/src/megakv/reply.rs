@@ -20,18 +20,28 @@ pub enum GetReply {
 /// [`MegaKvError::ValueTooLong`] if the value does not fit the 32-bit length; nothing is written.
 pub fn encode_reply(reply: &GetReply, out: &mut BytesMut) -> Result<(), MegaKvError> {
     match reply {
-        GetReply::NotFound => out.put_u8(REPLY_NOT_FOUND),
-        GetReply::Value(value) => {
-            let len = u32::try_from(value.len()).map_err(|_| MegaKvError::ValueTooLong {
-                len: value.len(),
-                max: u32::MAX as usize,
-            })?;
-            out.reserve(VALUE_REPLY_HEADER_LEN.saturating_add(value.len()));
-            out.put_u16_le(REPLY_VALUE);
-            out.put_u32_le(len);
-            out.put_slice(value);
+        GetReply::NotFound => {
+            out.put_u8(REPLY_NOT_FOUND);
+            Ok(())
         }
+        GetReply::Value(value) => encode_value_reply(value, out),
     }
+}
+
+/// Appends the reply carrying `value` (as [`encode_reply`] with [`GetReply::Value`], without
+/// needing the value as `Bytes`: a server copies it straight from its memory).
+///
+/// # Errors
+/// [`MegaKvError::ValueTooLong`] if the value does not fit the 32-bit length; nothing is written.
+pub fn encode_value_reply(value: &[u8], out: &mut BytesMut) -> Result<(), MegaKvError> {
+    let len = u32::try_from(value.len()).map_err(|_| MegaKvError::ValueTooLong {
+        len: value.len(),
+        max: u32::MAX as usize,
+    })?;
+    out.reserve(VALUE_REPLY_HEADER_LEN.saturating_add(value.len()));
+    out.put_u16_le(REPLY_VALUE);
+    out.put_u32_le(len);
+    out.put_slice(value);
     Ok(())
 }
 

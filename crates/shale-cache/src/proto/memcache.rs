@@ -1,0 +1,554 @@
+//! The memcached text protocol (memcached's `protocol.txt`): get, gets, set, add, replace,
+//! append, prepend, cas, delete, incr, decr, touch, flush_all, stats, version, verbosity, quit,
+//! and `noreply` on every command that takes it.
+//!
+//! Where memcached's behaviour is odd but clients rely on it, it is kept: a data block not ending
+//! in `\r\n` is refused with `CLIENT_ERROR bad data chunk` and the stream goes on after it; a value
+//! too large is refused with `SERVER_ERROR object too large for cache` and its bytes are skipped
+//! as they arrive, never buffered. Where it is a quirk of its implementation it is not: `decr`
+//! writes the number without memcached's trailing-space padding.
+
+use std::fmt::Write as _;
+
+use bytes::{Buf, BytesMut};
+
+use super::{put_decimal, Parsed, Session, MAX_REQUESTS_PER_ROUND};
+use crate::cache::{StoreError, Worker};
+use crate::item::NEVER;
+use crate::op::{IncrStyle, OpId, Outcome, SetMode};
+use crate::stats::Stats;
+
+/// Longest key (memcached's `KEY_MAX_LENGTH`).
+pub const MAX_KEY_LEN: usize = 250;
+
+/// Longest command line; a longer line without its end closes the connection.
+pub const MAX_LINE_LEN: usize = 64 * 1024;
+
+/// Relative expiry times above this many seconds are Unix times (memcached's `REALTIME_MAXDELTA`,
+/// 30 days).
+pub const MAX_RELATIVE_EXPIRY: i64 = 60 * 60 * 24 * 30;
+
+/// The `VERSION` reply: a memcached-style number first, since clients parse it.
+pub const VERSION_LINE: &[u8] = b"VERSION 1.6.0 shale-cache-0.1.0\r\n";
+
+const ERROR: &[u8] = b"ERROR\r\n";
+const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
+const BAD_CHUNK: &[u8] = b"CLIENT_ERROR bad data chunk\r\n";
+const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
+const NO_MEMORY: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
+const LINE_TOO_LONG: &[u8] = b"CLIENT_ERROR line too long\r\n";
+const BAD_DELTA: &[u8] = b"CLIENT_ERROR invalid numeric delta argument\r\n";
+const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
+const DELETE_USAGE: &[u8] =
+    b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
+
+/// A request waiting for its reply.
+#[derive(Debug)]
+enum Pending {
+    /// `get`/`gets`: ops `first .. first + count`.
+    Get { first: OpId, count: u32, cas: bool },
+    /// A store of any mode.
+    Store { id: OpId, noreply: bool },
+    /// `delete`.
+    Delete { id: OpId, noreply: bool },
+    /// `incr`/`decr`.
+    Incr { id: OpId, noreply: bool },
+    /// `touch`.
+    Touch { id: OpId, noreply: bool },
+    /// `flush_all` run now.
+    Flush { id: OpId, noreply: bool },
+    /// A fixed reply.
+    Text(&'static [u8]),
+    /// `stats` of a kind, built at reply time so it counts the ops before it.
+    Stats(StatsKind),
+}
+
+/// Which `stats` report.
+#[derive(Clone, Copy, Debug)]
+enum StatsKind {
+    General,
+    Settings,
+    Slabs,
+}
+
+/// A memcached text-protocol connection.
+#[derive(Debug, Default)]
+pub(crate) struct MemcacheSession {
+    pending: Vec<Pending>,
+    /// Bytes of a refused value still to skip.
+    swallow: usize,
+    closing: bool,
+}
+
+/// The cache-clock expiry of a memcached `exptime`.
+pub(crate) fn expiry_ms(worker: &Worker<'_>, exptime: i64) -> u64 {
+    match exptime {
+        0 => NEVER,
+        e if e < 0 => 1,
+        e if e <= MAX_RELATIVE_EXPIRY => worker.now_ms() + e as u64 * 1000,
+        e => worker.cache().clock().from_unix_ms(e as u64 * 1000),
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(token: &[u8]) -> Option<T> {
+    std::str::from_utf8(token).ok()?.parse().ok()
+}
+
+fn valid_key(key: &[u8]) -> bool {
+    !key.is_empty() && key.len() <= MAX_KEY_LEN && key.iter().all(|&b| b > b' ' && b != 0x7f)
+}
+
+/// Most words of a command line looked at (a `get` reads all its keys separately).
+const MAX_WORDS: usize = 8;
+
+impl MemcacheSession {
+    /// Parses one request at the front of `input`.
+    fn parse_one(&mut self, input: &mut BytesMut, worker: &mut Worker<'_>) -> Step {
+        if self.swallow > 0 {
+            let n = self.swallow.min(input.len());
+            input.advance(n);
+            self.swallow -= n;
+            return if self.swallow > 0 {
+                Step::NeedMore
+            } else {
+                Step::Done
+            };
+        }
+        let scan = input.len().min(MAX_LINE_LEN + 2);
+        let Some(newline) = memchr::memchr(b'\n', &input[..scan]) else {
+            if input.len() > MAX_LINE_LEN {
+                self.pending.push(Pending::Text(LINE_TOO_LONG));
+                return Step::Close;
+            }
+            return Step::NeedMore;
+        };
+        let (consume, step) = self.command(&input[..], newline + 1, worker);
+        input.advance(consume);
+        step
+    }
+
+    /// Handles the command whose line ends at `line_end` (just past its `\n`); returns how many
+    /// bytes it took.
+    fn command(&mut self, input: &[u8], line_end: usize, worker: &mut Worker<'_>) -> (usize, Step) {
+        let line = &input[..line_end - 1];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let words = || line.split(|&b| b == b' ').filter(|t| !t.is_empty());
+        let mut tokens: [&[u8]; MAX_WORDS] = [&[]; MAX_WORDS];
+        let mut count = 0;
+        for word in words() {
+            if count < MAX_WORDS {
+                tokens[count] = word;
+            }
+            count += 1;
+        }
+        let done = (line_end, Step::Done);
+        if count == 0 {
+            self.pending.push(Pending::Text(ERROR));
+            return done;
+        }
+        let command = tokens[0];
+        let args = &tokens[1..count.min(MAX_WORDS)];
+        let noreply = count <= MAX_WORDS && args.last() == Some(&&b"noreply"[..]);
+        match command {
+            b"get" | b"gets" => {
+                let keys = || words().skip(1);
+                if count == 1 || !keys().all(valid_key) {
+                    let reply = if keys().any(|k| k.len() > MAX_KEY_LEN) {
+                        BAD_FORMAT
+                    } else {
+                        ERROR
+                    };
+                    self.pending.push(Pending::Text(reply));
+                    return done;
+                }
+                let first = OpId(worker.pending() as u32);
+                for key in keys() {
+                    worker.get(key);
+                }
+                self.pending.push(Pending::Get {
+                    first,
+                    count: (count - 1) as u32,
+                    cas: command == b"gets",
+                });
+                done
+            }
+            _ if count > MAX_WORDS => {
+                self.pending.push(Pending::Text(ERROR));
+                done
+            }
+            b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
+                self.parse_store(input, line_end, command, args, noreply, worker)
+            }
+            b"delete" => {
+                let plain = matches!(
+                    args,
+                    [_] | [_, b"noreply"] | [_, b"0"] | [_, b"0", b"noreply"]
+                );
+                if !plain {
+                    self.pending.push(Pending::Text(DELETE_USAGE));
+                } else if !valid_key(args[0]) {
+                    self.pending.push(Pending::Text(BAD_FORMAT));
+                } else {
+                    let id = worker.delete(args[0]);
+                    self.pending.push(Pending::Delete { id, noreply });
+                }
+                done
+            }
+            b"incr" | b"decr" => {
+                match args {
+                    [key, delta] | [key, delta, b"noreply"] if valid_key(key) => {
+                        let delta = parse_num::<u64>(delta)
+                            .filter(|_| delta.iter().all(u8::is_ascii_digit));
+                        match delta {
+                            Some(delta) => {
+                                let decr = command == b"decr";
+                                let id = worker.incr(key, delta, decr, IncrStyle::Memcached);
+                                self.pending.push(Pending::Incr { id, noreply });
+                            }
+                            None => self.pending.push(Pending::Text(BAD_DELTA)),
+                        }
+                    }
+                    _ => self.pending.push(Pending::Text(ERROR)),
+                }
+                done
+            }
+            b"touch" => {
+                match args {
+                    [key, exptime] | [key, exptime, b"noreply"] if valid_key(key) => {
+                        match parse_num::<i64>(exptime) {
+                            Some(exptime) => {
+                                let id = worker.touch(key, expiry_ms(worker, exptime));
+                                self.pending.push(Pending::Touch { id, noreply });
+                            }
+                            None => self
+                                .pending
+                                .push(Pending::Text(b"CLIENT_ERROR invalid exptime argument\r\n")),
+                        }
+                    }
+                    _ => self.pending.push(Pending::Text(ERROR)),
+                }
+                done
+            }
+            b"flush_all" => {
+                let delay = match args {
+                    [] | [b"noreply"] => Some(0),
+                    [d] | [d, b"noreply"] => parse_num::<i64>(d),
+                    _ => None,
+                };
+                match delay {
+                    None => self.pending.push(Pending::Text(BAD_FORMAT)),
+                    Some(d) if d > 0 => {
+                        worker
+                            .cache()
+                            .flush_after(std::time::Duration::from_secs(d as u64));
+                        if !noreply {
+                            self.pending.push(Pending::Text(b"OK\r\n"));
+                        }
+                    }
+                    Some(_) => {
+                        let id = worker.flush();
+                        self.pending.push(Pending::Flush { id, noreply });
+                    }
+                }
+                done
+            }
+            b"version" => {
+                self.pending.push(Pending::Text(VERSION_LINE));
+                done
+            }
+            b"verbosity" => {
+                if args.is_empty() {
+                    self.pending.push(Pending::Text(ERROR));
+                } else if !noreply {
+                    self.pending.push(Pending::Text(b"OK\r\n"));
+                }
+                done
+            }
+            b"stats" => {
+                let pending = match args {
+                    [] => Pending::Stats(StatsKind::General),
+                    [b"settings"] => Pending::Stats(StatsKind::Settings),
+                    [b"slabs"] => Pending::Stats(StatsKind::Slabs),
+                    _ => Pending::Text(ERROR),
+                };
+                self.pending.push(pending);
+                done
+            }
+            b"quit" => (line_end, Step::Close),
+            _ => {
+                self.pending.push(Pending::Text(ERROR));
+                done
+            }
+        }
+    }
+
+    fn parse_store(
+        &mut self,
+        input: &[u8],
+        line_end: usize,
+        command: &[u8],
+        args: &[&[u8]],
+        noreply: bool,
+        worker: &mut Worker<'_>,
+    ) -> (usize, Step) {
+        let is_cas = command == b"cas";
+        let want = if is_cas { 5 } else { 4 };
+        let fields = if noreply && args.len() == want + 1 {
+            &args[..want]
+        } else {
+            args
+        };
+        let parsed = (fields.len() == want)
+            .then(|| {
+                let key = fields[0];
+                let flags = parse_num::<u32>(fields[1])?;
+                let exptime = parse_num::<i64>(fields[2])?;
+                let bytes = parse_num::<i64>(fields[3])?;
+                let cas = if is_cas {
+                    parse_num::<u64>(fields[4])?
+                } else {
+                    0
+                };
+                (valid_key(key) && bytes >= 0).then_some((key, flags, exptime, bytes as usize, cas))
+            })
+            .flatten();
+        let Some((key, flags, exptime, bytes, cas)) = parsed else {
+            // memcached cannot know how much data follows a bad line; it goes on at the next line.
+            self.pending.push(Pending::Text(BAD_FORMAT));
+            return (line_end, Step::Done);
+        };
+        if bytes > worker.cache().slabs().max_item_len() {
+            self.swallow = bytes + 2;
+            Stats::add(&worker.cache().stats().store_too_large, 1);
+            self.pending.push(Pending::Text(TOO_LARGE));
+            return (line_end, Step::Done);
+        }
+        let total = line_end + bytes + 2;
+        if input.len() < total {
+            return (0, Step::NeedMore);
+        }
+        if &input[line_end + bytes..total] != b"\r\n" {
+            self.pending.push(Pending::Text(BAD_CHUNK));
+            return (total, Step::Done);
+        }
+        let mode = match command {
+            b"set" => SetMode::Always,
+            b"add" => SetMode::Add,
+            b"replace" => SetMode::Replace,
+            b"append" => SetMode::Append,
+            b"prepend" => SetMode::Prepend,
+            _ => SetMode::Cas(cas),
+        };
+        let expire = expiry_ms(worker, exptime);
+        let data = &input[line_end..line_end + bytes];
+        match worker.set(key, &[data], flags, expire, mode) {
+            Ok(id) => self.pending.push(Pending::Store { id, noreply }),
+            Err(StoreError::Retry) => return (0, Step::Stalled),
+            Err(StoreError::TooLarge) => self.pending.push(Pending::Text(TOO_LARGE)),
+            Err(StoreError::NoMemory) => self.pending.push(Pending::Text(NO_MEMORY)),
+        }
+        (total, Step::Done)
+    }
+}
+
+/// The result of parsing one request.
+enum Step {
+    Done,
+    NeedMore,
+    Stalled,
+    Close,
+}
+
+impl Session for MemcacheSession {
+    fn parse(&mut self, input: &mut BytesMut, worker: &mut Worker<'_>) -> Parsed {
+        if self.closing {
+            return Parsed::Close;
+        }
+        for _ in 0..MAX_REQUESTS_PER_ROUND {
+            if input.is_empty() {
+                return Parsed::NeedMore;
+            }
+            match self.parse_one(input, worker) {
+                Step::Done => {}
+                Step::NeedMore => return Parsed::NeedMore,
+                Step::Stalled => return Parsed::Stalled,
+                Step::Close => {
+                    self.closing = true;
+                    return Parsed::Close;
+                }
+            }
+        }
+        Parsed::Budget
+    }
+
+    fn reply(&mut self, worker: &mut Worker<'_>, out: &mut BytesMut) {
+        for pending in self.pending.drain(..) {
+            match pending {
+                Pending::Get { first, count, cas } => {
+                    for i in 0..count {
+                        let id = OpId(first.0 + i);
+                        if let Some(item) = worker.read(id) {
+                            let value = item.value();
+                            out.reserve(value.len() + item.key().len() + 48);
+                            out.extend_from_slice(b"VALUE ");
+                            out.extend_from_slice(item.key());
+                            out.extend_from_slice(b" ");
+                            put_decimal(out, u64::from(item.flags()));
+                            out.extend_from_slice(b" ");
+                            put_decimal(out, value.len() as u64);
+                            if cas {
+                                out.extend_from_slice(b" ");
+                                put_decimal(out, item.cas());
+                            }
+                            out.extend_from_slice(b"\r\n");
+                            out.extend_from_slice(value);
+                            out.extend_from_slice(b"\r\n");
+                        }
+                    }
+                    out.extend_from_slice(b"END\r\n");
+                }
+                Pending::Store { id, noreply } => {
+                    let reply: &[u8] = match worker.outcome(id) {
+                        Outcome::Stored => b"STORED\r\n",
+                        Outcome::NotStored => b"NOT_STORED\r\n",
+                        Outcome::Exists => b"EXISTS\r\n",
+                        Outcome::NotFound => b"NOT_FOUND\r\n",
+                        _ => NO_MEMORY,
+                    };
+                    if !noreply {
+                        out.extend_from_slice(reply);
+                    }
+                }
+                Pending::Delete { id, noreply } => {
+                    if !noreply {
+                        out.extend_from_slice(match worker.outcome(id) {
+                            Outcome::Deleted => b"DELETED\r\n",
+                            _ => b"NOT_FOUND\r\n",
+                        });
+                    }
+                }
+                Pending::Incr { id, noreply } => {
+                    let outcome = worker.outcome(id);
+                    if noreply {
+                        continue;
+                    }
+                    match outcome {
+                        Outcome::Unsigned(n) => {
+                            put_decimal(out, n);
+                            out.extend_from_slice(b"\r\n");
+                        }
+                        Outcome::NotANumber => out.extend_from_slice(NON_NUMERIC),
+                        Outcome::NotFound => out.extend_from_slice(b"NOT_FOUND\r\n"),
+                        _ => out.extend_from_slice(NO_MEMORY),
+                    }
+                }
+                Pending::Touch { id, noreply } => {
+                    if !noreply {
+                        out.extend_from_slice(match worker.outcome(id) {
+                            Outcome::Touched => b"TOUCHED\r\n",
+                            Outcome::NotFound => b"NOT_FOUND\r\n",
+                            _ => NO_MEMORY,
+                        });
+                    }
+                }
+                Pending::Flush { id, noreply } => {
+                    let _ = worker.outcome(id);
+                    if !noreply {
+                        out.extend_from_slice(b"OK\r\n");
+                    }
+                }
+                Pending::Text(text) => out.extend_from_slice(text),
+                Pending::Stats(kind) => out.extend_from_slice(&match kind {
+                    StatsKind::General => stats_text(worker),
+                    StatsKind::Settings => settings_text(worker),
+                    StatsKind::Slabs => slabs_text(worker),
+                }),
+            }
+        }
+    }
+}
+
+/// memcached's general `stats`, plus the cache's own counters.
+fn stats_text(worker: &Worker<'_>) -> Vec<u8> {
+    let cache = worker.cache();
+    let stats = cache.stats();
+    let mut text = String::new();
+    let uptime = worker.now_ms() / 1000;
+    let now_unix = cache.clock().to_unix_ms(worker.now_ms()) / 1000;
+    let mut stat = |name: &str, value: &dyn std::fmt::Display| {
+        let _ = write!(text, "STAT {name} {value}\r\n");
+    };
+    stat("pid", &std::process::id());
+    stat("uptime", &uptime);
+    stat("time", &now_unix);
+    stat("version", &"1.6.0");
+    stat("pointer_size", &(usize::BITS));
+    stat("threads", &cache.slabs().epochs().threads());
+    stat("limit_maxbytes", &cache.memory());
+    stat("curr_items", &cache.items());
+    stat("bytes", &cache.slabs().stats().assigned_bytes);
+    stat("index_engine", &cache.index_name());
+    stat("index_slots", &cache.index_slots());
+    for (name, value) in stats.snapshot() {
+        stat(name, &value);
+    }
+    let batches = Stats::get(&stats.batches).max(1);
+    let passes = Stats::get(&stats.passes).max(1);
+    let ops = Stats::get(&stats.batch_searches)
+        + Stats::get(&stats.batch_inserts)
+        + Stats::get(&stats.batch_deletes);
+    stat("batch_ops_mean", &(ops / batches));
+    stat("batch_ops_p99", &stats.batch_ops.quantile(0.99));
+    stat(
+        "batch_index_nanos_mean",
+        &(Stats::get(&stats.index_nanos) / batches),
+    );
+    stat("batch_micros_p99", &stats.batch_micros.quantile(0.99));
+    stat(
+        "pass_period_micros_mean",
+        &(Stats::get(&stats.pass_period_nanos) / passes / 1000),
+    );
+    let hits = Stats::get(&stats.get_hits);
+    let gets = Stats::get(&stats.cmd_get).max(1);
+    stat(
+        "hit_rate_percent",
+        &format!("{:.2}", hits as f64 * 100.0 / gets as f64),
+    );
+    text.push_str("END\r\n");
+    text.into_bytes()
+}
+
+fn settings_text(worker: &Worker<'_>) -> Vec<u8> {
+    let cache = worker.cache();
+    let mut text = String::new();
+    let _ = write!(text, "STAT maxbytes {}\r\n", cache.memory());
+    let _ = write!(
+        text,
+        "STAT item_size_max {}\r\n",
+        cache.slabs().max_item_len()
+    );
+    let _ = write!(
+        text,
+        "STAT num_threads {}\r\n",
+        cache.slabs().epochs().threads()
+    );
+    let _ = write!(text, "STAT evictions on\r\n");
+    let _ = write!(text, "STAT index_engine {}\r\n", cache.index_name());
+    text.push_str("END\r\n");
+    text.into_bytes()
+}
+
+fn slabs_text(worker: &Worker<'_>) -> Vec<u8> {
+    let stats = worker.cache().slabs().stats();
+    let mut text = String::new();
+    for (class, (size, pages, free, limbo)) in stats.classes.iter().enumerate() {
+        let _ = write!(text, "STAT {class}:chunk_size {size}\r\n");
+        let _ = write!(text, "STAT {class}:total_pages {pages}\r\n");
+        let _ = write!(text, "STAT {class}:free_chunks {free}\r\n");
+        let _ = write!(text, "STAT {class}:limbo_chunks {limbo}\r\n");
+    }
+    let _ = write!(text, "STAT active_slabs {}\r\n", stats.classes.len());
+    let _ = write!(text, "STAT total_malloced {}\r\n", stats.assigned_bytes);
+    text.push_str("END\r\n");
+    text.into_bytes()
+}
