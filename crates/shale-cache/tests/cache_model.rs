@@ -30,6 +30,7 @@ fn key(rng: &mut Rng, keys: usize) -> Vec<u8> {
 
 fn value(rng: &mut Rng) -> Vec<u8> {
     match rng.below(4) {
+        0 if rng.chance(20) => format!(" {} ", rng.below(1000)).into_bytes(),
         0 => rng.below(1000).to_string().into_bytes(),
         1 => format!("-{}", rng.below(1000)).into_bytes(),
         2 => b"18446744073709551610".to_vec(),
@@ -192,7 +193,10 @@ fn incr_model(
     style: IncrStyle,
 ) -> Outcome {
     let current = live(model, k).cloned();
-    let digits = |v: &[u8]| !v.is_empty() && v.len() <= 20 && v.iter().all(u8::is_ascii_digit);
+    let digits = |v: &[u8]| {
+        let v = v.trim_ascii();
+        !v.is_empty() && v.len() <= 20 && v.iter().all(u8::is_ascii_digit)
+    };
     let (outcome, text) = match style {
         IncrStyle::Memcached => {
             let Some(e) = &current else {
@@ -201,7 +205,10 @@ fn incr_model(
             if !digits(&e.value) {
                 return Outcome::NotANumber;
             }
-            let Ok(old) = std::str::from_utf8(&e.value).unwrap().parse::<u64>() else {
+            let Ok(old) = std::str::from_utf8(e.value.trim_ascii())
+                .unwrap()
+                .parse::<u64>()
+            else {
                 return Outcome::NotANumber;
             };
             let new = if decr {

@@ -179,6 +179,10 @@ impl MemcacheSession {
             b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
                 self.parse_store(input, line_end, command, args, noreply, worker)
             }
+            b"delete" if args.len() > 3 => {
+                self.pending.push(Pending::Text(ERROR));
+                done
+            }
             b"delete" => {
                 let plain = matches!(
                     args,
@@ -257,10 +261,11 @@ impl MemcacheSession {
                 done
             }
             b"verbosity" => {
-                if args.is_empty() {
-                    self.pending.push(Pending::Text(ERROR));
-                } else if !noreply {
-                    self.pending.push(Pending::Text(b"OK\r\n"));
+                match args {
+                    [] => self.pending.push(Pending::Text(ERROR)),
+                    [b"noreply"] | [_, b"noreply"] => {}
+                    [_] => self.pending.push(Pending::Text(b"OK\r\n")),
+                    _ => self.pending.push(Pending::Text(ERROR)),
                 }
                 done
             }
@@ -298,20 +303,23 @@ impl MemcacheSession {
         } else {
             args
         };
-        let parsed = (fields.len() == want)
-            .then(|| {
-                let key = fields[0];
-                let flags = parse_num::<u32>(fields[1])?;
-                let exptime = parse_num::<i64>(fields[2])?;
-                let bytes = parse_num::<i64>(fields[3])?;
-                let cas = if is_cas {
-                    parse_num::<u64>(fields[4])?
-                } else {
-                    0
-                };
-                (valid_key(key) && bytes >= 0).then_some((key, flags, exptime, bytes as usize, cas))
-            })
-            .flatten();
+        if fields.len() != want {
+            // memcached answers a storage line with the wrong number of words as unknown.
+            self.pending.push(Pending::Text(ERROR));
+            return (line_end, Step::Done);
+        }
+        let parsed = Some(()).and_then(|()| {
+            let key = fields[0];
+            let flags = parse_num::<u32>(fields[1])?;
+            let exptime = parse_num::<i64>(fields[2])?;
+            let bytes = parse_num::<i64>(fields[3])?;
+            let cas = if is_cas {
+                parse_num::<u64>(fields[4])?
+            } else {
+                0
+            };
+            (valid_key(key) && bytes >= 0).then_some((key, flags, exptime, bytes as usize, cas))
+        });
         let Some((key, flags, exptime, bytes, cas)) = parsed else {
             // memcached cannot know how much data follows a bad line; it goes on at the next line.
             self.pending.push(Pending::Text(BAD_FORMAT));

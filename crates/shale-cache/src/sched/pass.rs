@@ -756,8 +756,10 @@ impl Core {
     }
 }
 
-/// memcached's number: 1 to 20 ASCII digits that fit a u64.
+/// memcached's number (as its `strtoull` reads it): optional white space, 1 to 20 ASCII digits
+/// that fit a u64, optional white space.
 pub(crate) fn parse_unsigned(text: &[u8]) -> Option<u64> {
+    let text = text.trim_ascii();
     if text.is_empty() || text.len() > 20 || !text.iter().all(u8::is_ascii_digit) {
         return None;
     }

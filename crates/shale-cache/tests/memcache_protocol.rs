@@ -1,0 +1,254 @@
+//! The memcached text protocol, corner by corner, against memcached 1.6 itself: every script is
+//! sent to a real memcached and to the cache, and the replies must be the same (CAS versions
+//! aside, which are each server's own). Then real memcached clients (libmemcached-tools).
+
+mod common;
+
+use std::net::{SocketAddr, TcpStream};
+
+use common::{connect, exchange, tool, Memcached, TestServer};
+
+/// The sentinel after every step: its reply ends the step's replies.
+const SENTINEL: &[u8] = b"version\r\n";
+
+/// Sends each step (with `{cas}` replaced by the last CAS version this server showed) and
+/// returns the replies, CAS versions and the version line replaced by placeholders.
+fn run_script(addr: SocketAddr, steps: &[&[u8]]) -> String {
+    let mut stream: TcpStream = connect(addr);
+    let mut transcript = String::new();
+    let mut cas = String::from("0");
+    let mut reply = exchange(&mut stream, b"flush_all\r\nversion\r\n", b"\r\n");
+    while !String::from_utf8_lossy(&reply).contains("VERSION ") {
+        reply.extend(common::read_until(&mut stream, b"\r\n"));
+    }
+    for step in steps {
+        let step = String::from_utf8_lossy(step).replace("{cas}", &cas);
+        let mut bytes = step.clone().into_bytes();
+        bytes.extend_from_slice(SENTINEL);
+        let reply = exchange(&mut stream, &bytes, b"\r\n");
+        let mut reply = String::from_utf8_lossy(&reply).into_owned();
+        // Read until the sentinel's VERSION line has arrived.
+        while !reply.contains("VERSION ") {
+            let more = common::read_until(&mut stream, b"\r\n");
+            if more.is_empty() {
+                break;
+            }
+            reply.push_str(&String::from_utf8_lossy(&more));
+        }
+        let mut normalized = Vec::new();
+        for line in reply.split("\r\n") {
+            let fields: Vec<&str> = line.split(' ').collect();
+            if fields.len() == 5 && fields[0] == "VALUE" {
+                cas = fields[4].to_string();
+                normalized.push(format!(
+                    "{} {} {} {} CAS",
+                    fields[0], fields[1], fields[2], fields[3]
+                ));
+            } else if line.starts_with("VERSION ") {
+                normalized.push("VERSION".to_string());
+            } else {
+                normalized.push(line.to_string());
+            }
+        }
+        transcript.push_str(&format!(
+            ">> {}\n{}\n",
+            step.escape_debug(),
+            normalized.join("\n")
+        ));
+    }
+    transcript
+}
+
+fn same_as_memcached(name: &str, steps: &[&[u8]]) {
+    let memcached = Memcached::start(64);
+    let cache = TestServer::start(64 << 20);
+    let want = run_script(memcached.addr, steps);
+    let got = run_script(cache.memcache, steps);
+    assert_eq!(
+        got, want,
+        "{name}: the cache (left) answers differently from memcached (right)"
+    );
+}
+
+#[test]
+fn storage_commands_match_memcached() {
+    same_as_memcached(
+        "storage",
+        &[
+            b"set a 0 0 1\r\n1\r\n",
+            b"get a\r\n",
+            b"set a 4294967295 0 3\r\nabc\r\nget a\r\n",
+            b"add a 0 0 1\r\nx\r\nadd b 7 0 2\r\nbb\r\nget a b\r\n",
+            b"replace c 0 0 1\r\nx\r\nreplace b 9 0 1\r\nz\r\nget b\r\n",
+            b"append c 0 0 1\r\nx\r\nappend b 0 0 2\r\n12\r\nprepend b 0 0 2\r\n00\r\nget b\r\n",
+            b"set empty 0 0 0\r\n\r\nget empty\r\n",
+            b"set bin 0 0 4\r\n\r\n\r\n\r\nget bin\r\n",
+            b"get a a missing b\r\n",
+        ],
+    );
+}
+
+#[test]
+fn noreply_suppresses_every_reply() {
+    same_as_memcached(
+        "noreply",
+        &[
+            b"set a 0 0 1 noreply\r\n1\r\nadd a 0 0 1 noreply\r\n2\r\nreplace a 0 0 1 noreply\r\n3\r\n",
+            b"append a 0 0 1 noreply\r\n4\r\nprepend a 0 0 1 noreply\r\n5\r\nget a\r\n",
+            b"incr a 1 noreply\r\ndecr a 100 noreply\r\ntouch a 100 noreply\r\nget a\r\n",
+            b"delete a noreply\r\nget a\r\nflush_all noreply\r\n",
+        ],
+    );
+}
+
+#[test]
+fn cas_matches_memcached() {
+    same_as_memcached(
+        "cas",
+        &[
+            b"cas nokey 0 0 1 1\r\nx\r\n",
+            b"set k 0 0 1\r\nv\r\ngets k\r\n",
+            b"cas k 0 0 2 {cas}\r\nv2\r\n",
+            b"cas k 0 0 2 {cas}\r\nv3\r\n",
+            b"gets k\r\n",
+            b"touch k 100\r\ncas k 0 0 2 {cas}\r\nv4\r\nget k\r\n",
+            b"cas k 0 0 2\r\nv5\r\n",
+        ],
+    );
+}
+
+#[test]
+fn incr_decr_match_memcached() {
+    same_as_memcached(
+        "incr",
+        &[
+            b"incr nokey 1\r\n",
+            b"set n 0 0 2\r\n10\r\nincr n 5\r\nget n\r\n",
+            b"decr n 3\r\nget n\r\n",
+            b"decr n 100\r\n",
+            b"set big 0 0 20\r\n18446744073709551615\r\nincr big 2\r\n",
+            b"set t 0 0 3\r\nabc\r\nincr t 1\r\n",
+            b"incr n abc\r\nincr n -1\r\nincr n\r\n",
+            b"set sp 0 0 3\r\n 12\r\nincr sp 1\r\n",
+        ],
+    );
+}
+
+#[test]
+fn delete_touch_flush_match_memcached() {
+    same_as_memcached(
+        "delete",
+        &[
+            b"delete nokey\r\n",
+            b"set d 0 0 1\r\nx\r\ndelete d\r\ndelete d\r\n",
+            b"set d 0 0 1\r\nx\r\ndelete d 0\r\n",
+            b"delete d 5\r\ndelete d 0 noreply extra\r\n",
+            b"touch nokey 10\r\nset d 0 0 1\r\nx\r\ntouch d 10\r\ntouch d -1\r\nget d\r\n",
+            b"set e 0 -1 1\r\nx\r\nget e\r\n",
+            b"set f 0 0 1\r\nx\r\nflush_all\r\nget f\r\nflush_all 0\r\n",
+        ],
+    );
+}
+
+#[test]
+fn malformed_commands_match_memcached() {
+    let long_key = "k".repeat(251);
+    let key_250 = "k".repeat(250);
+    let too_long = format!("get {long_key}\r\n");
+    let ok_250 = format!("set {key_250} 0 0 1\r\nx\r\nget {key_250}\r\n");
+    let set_too_long = format!("set {long_key} 0 0 1\r\nx\r\n");
+    same_as_memcached(
+        "malformed",
+        &[
+            b"\r\n",
+            b"bogus command\r\n",
+            b"get\r\n",
+            b"set a 0 0\r\n",
+            b"set a x 0 1\r\n",
+            b"set a 0 0 -1\r\n",
+            b"set a 0 0 3\r\nabcde\r\n",
+            b"set a 0 0 1\r\nab\r\n",
+            too_long.as_bytes(),
+            ok_250.as_bytes(),
+            set_too_long.as_bytes(),
+            b"incr\r\ntouch a\r\nverbosity\r\nverbosity 1\r\n",
+            b"verbosity foo bar my\r\nverbosity noreply\r\nverbosity 0 noreply\r\n",
+            b"GET a\r\n",
+            b"get a\n",
+        ],
+    );
+}
+
+#[test]
+fn values_larger_than_an_item_are_refused_and_skipped() {
+    // 2 MiB declared and sent: both refuse it and go on with the next command.
+    let mut big = b"set big 0 0 2097152\r\n".to_vec();
+    big.extend(std::iter::repeat_n(b'x', 2 << 20));
+    big.extend_from_slice(b"\r\nget big\r\n");
+    same_as_memcached(
+        "too large",
+        &[&big, b"set small 0 0 1\r\ny\r\nget small\r\n"],
+    );
+}
+
+#[test]
+fn libmemcached_tools_work_against_the_cache() {
+    let cache = TestServer::start(64 << 20);
+    let servers = format!("--servers=127.0.0.1:{}", cache.memcache.port());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("greeting");
+    std::fs::write(&file, b"hello from a file").unwrap();
+    let out = tool("memccp", &[&servers, file.to_str().unwrap()]);
+    assert!(out.status.success(), "memccp: {out:?}");
+    let out = tool("memccat", &[&servers, "greeting"]);
+    assert!(out.status.success(), "memccat: {out:?}");
+    assert_eq!(out.stdout, b"hello from a file\n");
+    let out = tool("memcrm", &[&servers, "greeting"]);
+    assert!(out.status.success(), "memcrm: {out:?}");
+    let out = tool("memccat", &[&servers, "greeting"]);
+    assert!(
+        !out.status.success(),
+        "memccat found a removed key: {out:?}"
+    );
+    // libmemcached's protocol conformance checker, text protocol only.
+    let port = cache.memcache.port().to_string();
+    let out = tool(
+        "memccapable",
+        &["-a", "-h", "127.0.0.1", "-p", &port, "-t", "5"],
+    );
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && !report.contains("FAIL"),
+        "memccapable: {report}"
+    );
+    let out = tool("memcstat", &[&servers]);
+    assert!(out.status.success(), "memcstat: {out:?}");
+    let stats = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stats.contains("curr_items") && stats.contains("evictions"),
+        "{stats}"
+    );
+    // memcslap: many clients setting and getting; it reports failures on stderr and in its code.
+    let out = tool(
+        "memcslap",
+        &[
+            &servers,
+            "--concurrency=8",
+            "--execute-number=2000",
+            "--test=get",
+        ],
+    );
+    assert!(out.status.success(), "memcslap get: {out:?}");
+    let out = tool(
+        "memcslap",
+        &[
+            &servers,
+            "--concurrency=8",
+            "--execute-number=2000",
+            "--test=set",
+        ],
+    );
+    assert!(out.status.success(), "memcslap set: {out:?}");
+    let hits = shale_cache::stats::Stats::get(&cache.cache.stats().get_hits);
+    assert!(hits > 0, "memcslap's gets found nothing");
+}
