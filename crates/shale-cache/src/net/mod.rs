@@ -158,9 +158,13 @@ fn bind_megakv(ip: IpAddr, port: u16) -> io::Result<(TcpListener, std::net::UdpS
     Err(last.unwrap_or_else(|| io::Error::other("no port free for both TCP and UDP")))
 }
 
+/// How the acceptor hands a connection to a connection thread: the channel, and the thread's
+/// wake-up.
+type Handoff = (mpsc::Sender<(TcpStream, Protocol)>, Arc<Waker>);
+
 struct Acceptor {
     listeners: Vec<(TcpListener, Protocol)>,
-    senders: Vec<(mpsc::Sender<(TcpStream, Protocol)>, Arc<Waker>)>,
+    senders: Vec<Handoff>,
     next: usize,
     cache: Arc<Cache>,
     maxclients: usize,

@@ -43,6 +43,8 @@ struct Conn {
     closing: bool,
     /// The peer is gone; drop at the end of the round.
     dead: bool,
+    /// The peer has shut its side: read to the end of the stream.
+    read_closed: bool,
     /// Parsed into this round (owes replies).
     active: bool,
 }
@@ -101,7 +103,9 @@ pub(super) fn run(
                 WAKER => t.adopt(&incoming),
                 UDP => t.udp_ready = true,
                 Token(token) => {
-                    t.event(token - FIRST_CONN, event.is_readable(), event.is_writable())
+                    let closed = event.is_read_closed() || event.is_error();
+                    let readable = event.is_readable() || closed;
+                    t.event(token - FIRST_CONN, readable, event.is_writable(), closed);
                 }
             }
         }
@@ -137,16 +141,18 @@ impl Thread<'_> {
                 writing: false,
                 closing: false,
                 dead: false,
+                read_closed: false,
                 active: false,
             });
             self.ready.push_back(slot);
         }
     }
 
-    fn event(&mut self, slot: usize, readable: bool, writable: bool) {
+    fn event(&mut self, slot: usize, readable: bool, writable: bool, closed: bool) {
         let Some(Some(conn)) = self.conns.get_mut(slot) else {
             return;
         };
+        conn.read_closed |= closed;
         if writable && conn.writing {
             flush(conn, self.stats);
         }
@@ -280,7 +286,7 @@ fn read(conn: &mut Conn, scratch: &mut [u8], stats: &Stats) -> bool {
                 conn.input.extend_from_slice(&scratch[..n]);
                 taken += n;
                 Stats::add(&stats.bytes_read, n as u64);
-                if n < scratch.len() {
+                if n < scratch.len() && !conn.read_closed {
                     // A short read usually drained the socket; edge-triggered readiness comes
                     // again if not.
                     return false;

@@ -166,7 +166,7 @@ impl RespSession {
                 count: args.len() as u32,
             });
         } else if is(&name, b"MSET") {
-            if args.is_empty() || args.len() % 2 != 0 {
+            if args.is_empty() || !args.len().is_multiple_of(2) {
                 return arity_error(self);
             }
             let first = OpId(worker.pending() as u32);
@@ -448,9 +448,9 @@ impl Session for RespSession {
                         }
                     }
                     Stats::add(&worker.cache().stats().protocol_errors, 1);
-                    self.pending.push(Pending::OwnedError(
-                        String::from_utf8_lossy(&error.message()).into_owned(),
-                    ));
+                    let message = String::from_utf8_lossy(&error.message()).into_owned();
+                    self.pending
+                        .push(Pending::OwnedError(format!("ERR {message}")));
                     self.closing = true;
                     return Parsed::Close;
                 }
