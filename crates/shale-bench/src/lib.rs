@@ -13,6 +13,7 @@
 
 pub mod app;
 pub mod backend;
+pub mod cache_index;
 pub mod cli;
 pub mod compare;
 pub mod cpucheck;

@@ -31,6 +31,14 @@ impl Region {
     /// # Errors
     /// The kernel's error if the address space cannot be mapped.
     pub fn map(len: usize) -> io::Result<Region> {
+        Region::map_with(len, true)
+    }
+
+    /// As [`Region::map`], advising huge pages only if `huge` (for measuring what they bring).
+    ///
+    /// # Errors
+    /// The kernel's error if the address space cannot be mapped.
+    pub fn map_with(len: usize, huge: bool) -> io::Result<Region> {
         let len = len.max(1).next_multiple_of(REGION_ALIGN);
         let over = len
             .checked_add(REGION_ALIGN)
@@ -63,7 +71,9 @@ impl Region {
             if tail > 0 {
                 libc::munmap((start + len) as *mut libc::c_void, tail);
             }
-            libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+            if huge {
+                libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+            }
         }
         let ptr = NonNull::new(start as *mut u8)
             .ok_or_else(|| io::Error::other("mmap returned a null region"))?;

@@ -78,12 +78,21 @@ impl CpuIndex {
     /// # Errors
     /// [`IndexError::Unavailable`] if the table's memory cannot be mapped.
     pub fn new(slots: usize) -> Result<CpuIndex, IndexError> {
+        CpuIndex::with_huge_pages(slots, true)
+    }
+
+    /// As [`CpuIndex::new`], with the table advised as huge pages only if `huge` (for measuring
+    /// what they bring).
+    ///
+    /// # Errors
+    /// [`IndexError::Unavailable`] if the table's memory cannot be mapped.
+    pub fn with_huge_pages(slots: usize, huge: bool) -> Result<CpuIndex, IndexError> {
         let shape = TableShape::for_slots(slots);
         let bytes = shape
             .buckets()
             .checked_mul(std::mem::size_of::<Bucket>())
             .ok_or_else(|| IndexError::Unavailable(format!("{slots} slots overflow")))?;
-        let table = Region::map(bytes).map_err(|e| {
+        let table = Region::map_with(bytes, huge).map_err(|e| {
             IndexError::Unavailable(format!("cannot map a {bytes}-byte index table: {e}"))
         })?;
         Ok(CpuIndex {
