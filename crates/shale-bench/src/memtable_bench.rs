@@ -8,8 +8,15 @@
 //! both memtables once per round, alternating which goes first, and the report gives medians over
 //! rounds and the ratio FloDB / skiplist.
 //!
+//! With `-scan`, the timed phase runs short scans instead: `-n` scanner threads read ranges of N
+//! keys (`rangeN`) or every field of one object (`prefix`: the 16 keys that share all but their
+//! last byte), each through a cursor bounded to its range (`Memtable::range_iter`), while `-w`
+//! writer threads keep updating random keys. It reports scans per second and the writers'
+//! updates per second, both memtables side by side.
+//!
 //! Keys are integers in `[0, i)`, big-endian in their last 8 bytes; a 16-byte key starts with 8
-//! zero bytes. FloDB's membuffer is told the common prefix (`prefix_bits`, FloDB's CLHT_K: the zero
+//! zero bytes. In scan mode key `i` is field `i % 16` of object `i / 16`: the object number over
+//! a last byte that holds the field. FloDB's membuffer is told the common prefix (`prefix_bits`, FloDB's CLHT_K: the zero
 //! bytes and the integer's leading zero bits) so its buckets partition the key range. With `-s P`, P percent of operations go to
 //! the first 10 percent of the keys (a hot set); the default is uniform.
 
@@ -17,6 +24,7 @@ use crate::cpucheck::{rounds_line, sysbench_cpu_events_per_sec};
 use crate::error::{Error, Result};
 use shale::memtable::{FloDbConfig, FloDbMemtable, Memtable, SkipListMemtable};
 use shale::ValueKind;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -26,6 +34,7 @@ pub const USAGE: &str = "\
 Usage:
   shale-bench memtable [-n 1,2,4,8,16] [-i 200000,...] [-u 0,50,100] [-d 1] [-k 8,16] [-v 256]
                        [-s 0] [-r 3] [-membuffer BYTES] [-drain N] [-cpucheck SECS] [-out FILE.md]
+                       [-scan range10,range100,prefix] [-w 1]
 
 Runs the skiplist memtable and the FloDB memtable side by side, FloDB db_test style:
   -n LIST        client thread counts [1,2,4,8,16]
@@ -40,6 +49,9 @@ Runs the skiplist memtable and the FloDB memtable side by side, FloDB db_test st
   -membuffer N   FloDB membuffer bytes [4194304]
   -drain N       FloDB drain threads [1]
   -cpucheck S    seconds of `sysbench cpu --threads=2` before each round; 0 skips it [2]
+  -scan LIST     scan mode: -n scanner threads run scans of these shapes (rangeN: N keys;
+                 prefix: the 16 fields of one object) instead of -u's point operations
+  -w N           scan mode: writer threads updating random keys meanwhile [1]
   -out FILE.md   also write the report there
 ";
 
@@ -58,7 +70,43 @@ pub struct MemtableArgs {
     pub drain: usize,
     pub cpucheck_secs: u32,
     pub out: Option<std::path::PathBuf>,
+    /// Scan mode: the scan shapes to run (empty: point operations).
+    pub scans: Vec<Scan>,
+    /// Scan mode: writer threads.
+    pub writers: usize,
 }
+
+/// The shape of one scan in scan mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scan {
+    /// The keys from a random key to the one `n - 1` after it.
+    Range(u64),
+    /// Every field of one random object: the keys that share all but the last byte.
+    Prefix,
+}
+
+impl Scan {
+    fn name(self) -> String {
+        match self {
+            Scan::Range(n) => format!("range{n}"),
+            Scan::Prefix => "prefix".into(),
+        }
+    }
+
+    fn parse(v: &str) -> Option<Scan> {
+        match v.trim() {
+            "prefix" => Some(Scan::Prefix),
+            r => r
+                .strip_prefix("range")
+                .and_then(|n| n.parse().ok())
+                .filter(|&n| n > 0)
+                .map(Scan::Range),
+        }
+    }
+}
+
+/// Fields of one object in scan mode: the values of a key's last byte.
+const FIELDS: u64 = 16;
 
 impl Default for MemtableArgs {
     fn default() -> MemtableArgs {
@@ -75,6 +123,8 @@ impl Default for MemtableArgs {
             drain: 1,
             cpucheck_secs: 2,
             out: None,
+            scans: Vec::new(),
+            writers: 1,
         }
     }
 }
@@ -126,6 +176,17 @@ pub fn parse_args(args: &[String]) -> Result<Option<MemtableArgs>> {
             "drain" => a.drain = one(flag, v)?,
             "cpucheck" => a.cpucheck_secs = one(flag, v)?,
             "out" => a.out = Some(v.into()),
+            "scan" => {
+                a.scans = v
+                    .split(',')
+                    .map(|x| {
+                        Scan::parse(x).ok_or_else(|| {
+                            Error::usage(format!("-scan expects rangeN or prefix, got '{x}'"))
+                        })
+                    })
+                    .collect::<Result<_>>()?
+            }
+            "w" => a.writers = one(flag, v)?,
             _ => return Err(Error::usage(format!("unknown option '{arg}' for memtable"))),
         }
     }
@@ -134,6 +195,12 @@ pub fn parse_args(args: &[String]) -> Result<Option<MemtableArgs>> {
     }
     if a.updates.iter().any(|&u| u > 100) || a.skew > 100 {
         return Err(Error::usage("-u and -s are percentages (0-100)"));
+    }
+    if a.scans
+        .iter()
+        .any(|s| matches!(s, Scan::Range(n) if *n > a.initial.iter().copied().min().unwrap_or(0)))
+    {
+        return Err(Error::usage("-scan: a range is at most -i keys"));
     }
     if a.key_sizes.iter().any(|&k| k < 8) {
         return Err(Error::usage("-k: keys are at least 8 bytes"));
@@ -164,23 +231,30 @@ pub struct Config {
     pub key_size: usize,
     pub update_pct: u32,
     pub threads: usize,
+    /// Scan mode: the scans the `threads` run (`update_pct` is then unused).
+    pub scan: Option<Scan>,
 }
 
 /// What one timed run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RunResult {
+    /// Point operations per second, or scans per second in scan mode.
     pub ops_per_sec: f64,
+    /// Updates per second (in scan mode: the writer threads').
     pub updates_per_sec: f64,
+    /// Scan mode: entries read per scan, on average.
+    pub entries_per_scan: f64,
     /// The memtable's `approximate_bytes` once the keys were loaded.
     pub loaded_bytes: usize,
 }
 
-fn make(kind: Kind, args: &MemtableArgs, key_size: usize, initial: u64) -> Arc<dyn Memtable> {
+/// A fresh memtable of `kind` for keys of `key_size` bytes up to the integer `largest`.
+fn make(kind: Kind, args: &MemtableArgs, key_size: usize, largest: u64) -> Arc<dyn Memtable> {
     match kind {
         Kind::SkipList => Arc::new(SkipListMemtable::new()),
         Kind::FloDb => Arc::new(FloDbMemtable::new(FloDbConfig {
             membuffer_bytes: args.membuffer,
-            prefix_bits: common_prefix_bits(key_size, initial),
+            prefix_bits: common_prefix_bits(key_size, largest + 1),
             drain_threads: args.drain,
         })),
     }
@@ -198,6 +272,18 @@ fn key(buf: &mut [u8], k: u64) {
     buf[n - 8..].copy_from_slice(&k.to_be_bytes());
 }
 
+/// The integer of scan mode's key `i`: field `i % FIELDS` of object `i / FIELDS`.
+fn scan_key(i: u64) -> u64 {
+    ((i / FIELDS) << 8) | (i % FIELDS)
+}
+
+/// The internal key a reader seeks to for the first entry of `user_key`.
+fn seek_target(user_key: &[u8]) -> Vec<u8> {
+    let mut t = user_key.to_vec();
+    t.extend_from_slice(&((((1u64 << 56) - 1) << 8) | 0xff).to_le_bytes());
+    t
+}
+
 /// A small per-thread generator (xorshift64*); benchmark inputs must not depend on a crate.
 struct Rng(u64);
 
@@ -212,7 +298,10 @@ impl Rng {
 
 /// Loads `cfg.initial` keys into a fresh memtable of `kind`, then runs `cfg` for the duration.
 pub fn run_one(kind: Kind, cfg: Config, args: &MemtableArgs) -> RunResult {
-    let mem = make(kind, args, cfg.key_size, cfg.initial);
+    if let Some(scan) = cfg.scan {
+        return run_scans(kind, cfg, scan, args);
+    }
+    let mem = make(kind, args, cfg.key_size, cfg.initial - 1);
     let value = vec![0x5au8; args.value_size];
     let seq = Arc::new(AtomicU64::new(1));
     let mut k = vec![0u8; cfg.key_size];
@@ -290,6 +379,124 @@ pub fn run_one(kind: Kind, cfg: Config, args: &MemtableArgs) -> RunResult {
     RunResult {
         ops_per_sec: ops as f64 / secs,
         updates_per_sec: updates as f64 / secs,
+        entries_per_scan: 0.0,
+        loaded_bytes,
+    }
+}
+
+/// Scan mode: loads `cfg.initial` keys, then runs `cfg.threads` scanners of `scan` beside
+/// `args.writers` writers updating random keys, for the duration.
+fn run_scans(kind: Kind, cfg: Config, scan: Scan, args: &MemtableArgs) -> RunResult {
+    let mem = make(kind, args, cfg.key_size, scan_key(cfg.initial - 1));
+    let value = vec![0x5au8; args.value_size];
+    let seq = Arc::new(AtomicU64::new(1));
+    let mut k = vec![0u8; cfg.key_size];
+    for i in 0..cfg.initial {
+        key(&mut k, scan_key(i));
+        mem.insert(
+            &k,
+            seq.fetch_add(1, Ordering::Relaxed),
+            ValueKind::Value,
+            &value,
+        );
+    }
+    let loaded_bytes = mem.approximate_bytes();
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(cfg.threads + args.writers + 1));
+    let (initial, key_size) = (cfg.initial, cfg.key_size);
+    let writers: Vec<_> = (0..args.writers)
+        .map(|t| {
+            let (mem, seq, stop, start, value) = (
+                mem.clone(),
+                seq.clone(),
+                stop.clone(),
+                start.clone(),
+                value.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut rng = Rng(0x6a09_e667_f3bc_c909 ^ ((t as u64 + 1) << 32));
+                let mut k = vec![0u8; key_size];
+                let mut updates = 0u64;
+                start.wait();
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..64 {
+                        key(&mut k, scan_key((rng.next() >> 8) % initial));
+                        let s = seq.fetch_add(1, Ordering::Relaxed);
+                        mem.insert(&k, s, ValueKind::Value, &value);
+                        updates += 1;
+                    }
+                }
+                updates
+            })
+        })
+        .collect();
+    let scanners: Vec<_> = (0..cfg.threads)
+        .map(|t| {
+            let (mem, stop, start) = (mem.clone(), stop.clone(), start.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((t as u64 + 1) << 32));
+                let (mut lo, mut hi) = (vec![0u8; key_size], vec![0u8; key_size]);
+                let (mut scans, mut entries) = (0u64, 0u64);
+                start.wait();
+                while !stop.load(Ordering::Relaxed) {
+                    let r = rng.next() >> 8;
+                    let upper = match scan {
+                        Scan::Range(n) => {
+                            let first = r % (initial - n + 1);
+                            key(&mut lo, scan_key(first));
+                            key(&mut hi, scan_key(first + n - 1));
+                            Bound::Included(hi.as_slice())
+                        }
+                        Scan::Prefix => {
+                            let object = r % initial.div_ceil(FIELDS);
+                            key(&mut lo, scan_key(object * FIELDS));
+                            key(&mut hi, scan_key((object + 1) * FIELDS));
+                            let n = hi.len();
+                            hi[n - 1] = 0;
+                            Bound::Excluded(hi.as_slice())
+                        }
+                    };
+                    let mut cursor = mem.clone().range_iter(Bound::Included(&lo), upper);
+                    cursor.seek(&seek_target(&lo));
+                    while cursor.valid() {
+                        let user = &cursor.key()[..key_size];
+                        let past = match upper {
+                            Bound::Included(u) => user > u,
+                            Bound::Excluded(u) => user >= u,
+                            Bound::Unbounded => false,
+                        };
+                        if past {
+                            break;
+                        }
+                        std::hint::black_box(cursor.value());
+                        entries += 1;
+                        cursor.next();
+                    }
+                    scans += 1;
+                }
+                (scans, entries)
+            })
+        })
+        .collect();
+    start.wait();
+    let began = Instant::now();
+    std::thread::sleep(args.duration);
+    stop.store(true, Ordering::Relaxed);
+    let (mut scans, mut entries) = (0u64, 0u64);
+    for s in scanners {
+        let (n, e) = s.join().expect("benchmark thread");
+        scans += n;
+        entries += e;
+    }
+    let secs = began.elapsed().as_secs_f64();
+    let updates: u64 = writers
+        .into_iter()
+        .map(|w| w.join().expect("benchmark thread"))
+        .sum();
+    RunResult {
+        ops_per_sec: scans as f64 / secs,
+        updates_per_sec: updates as f64 / secs,
+        entries_per_scan: entries as f64 / scans.max(1) as f64,
         loaded_bytes,
     }
 }
@@ -306,16 +513,29 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Runs the sweep and returns the markdown report.
 pub fn run(args: &MemtableArgs) -> String {
     let mut configs = Vec::new();
+    let scans: Vec<Option<Scan>> = if args.scans.is_empty() {
+        vec![None]
+    } else {
+        args.scans.iter().copied().map(Some).collect()
+    };
+    let updates = if args.scans.is_empty() {
+        &args.updates[..]
+    } else {
+        &[0]
+    };
     for &initial in &args.initial {
         for &key_size in &args.key_sizes {
-            for &update_pct in &args.updates {
-                for &threads in &args.threads {
-                    configs.push(Config {
-                        initial,
-                        key_size,
-                        update_pct,
-                        threads,
-                    });
+            for &scan in &scans {
+                for &update_pct in updates {
+                    for &threads in &args.threads {
+                        configs.push(Config {
+                            initial,
+                            key_size,
+                            update_pct,
+                            threads,
+                            scan,
+                        });
+                    }
                 }
             }
         }
@@ -337,13 +557,17 @@ pub fn run(args: &MemtableArgs) -> String {
         for (c, cfg) in configs.iter().enumerate() {
             for kind in order {
                 let r = run_one(kind, *cfg, args);
+                let what = match cfg.scan {
+                    Some(scan) => format!("{} w={}", scan.name(), args.writers),
+                    None => format!("u={}%", cfg.update_pct),
+                };
                 eprintln!(
-                    "round {} {:>8} i={} k={} u={}% n={}: {:.0} ops/s ({:.0} updates/s)",
+                    "round {} {:>8} i={} k={} {} n={}: {:.0} ops/s ({:.0} updates/s)",
                     round + 1,
                     kind.name(),
                     cfg.initial,
                     cfg.key_size,
-                    cfg.update_pct,
+                    what,
                     cfg.threads,
                     r.ops_per_sec,
                     r.updates_per_sec
@@ -351,6 +575,9 @@ pub fn run(args: &MemtableArgs) -> String {
                 results[c][kind as usize].push(r);
             }
         }
+    }
+    if !args.scans.is_empty() {
+        return scan_report(args, &configs, &results, &cpu);
     }
     let mut s = format!(
         "## shale-bench memtable: skiplist vs FloDB\n\n{} s per run, {}-byte values, skew {}%, \
@@ -367,13 +594,6 @@ pub fn run(args: &MemtableArgs) -> String {
     );
     let med = |c: usize, kind: Kind, f: fn(&RunResult) -> f64| {
         median(results[c][kind as usize].iter().map(f).collect())
-    };
-    let ratio = |a: f64, b: f64| {
-        if b > 0.0 {
-            format!("{:.2}x", a / b)
-        } else {
-            "-".into()
-        }
     };
     for (c, cfg) in configs.iter().enumerate() {
         let med = |kind: Kind, f: fn(&RunResult) -> f64| med(c, kind, f);
@@ -438,6 +658,69 @@ pub fn run(args: &MemtableArgs) -> String {
     s
 }
 
+/// `a / b` as a table cell.
+fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 {
+        format!("{:.2}x", a / b)
+    } else {
+        "-".into()
+    }
+}
+
+/// The report of a scan-mode sweep.
+fn scan_report(
+    args: &MemtableArgs,
+    configs: &[Config],
+    results: &[[Vec<RunResult>; 2]],
+    cpu: &[Option<f64>],
+) -> String {
+    let mut s = format!(
+        "## shale-bench memtable -scan: short scans under concurrent writers, skiplist vs FloDB\n\n\
+         {} s per run, {}-byte values, {} writer thread(s) updating random keys, {} rounds \
+         alternating; FloDB membuffer {} bytes, {} drain thread(s). Medians over rounds.\n\n\
+         | keys loaded | key bytes | scan | entries/scan | scanners | skiplist scans/s | flodb scans/s | ratio | skiplist writer updates/s | flodb writer updates/s | ratio |\n\
+         |---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        args.duration.as_secs_f64(),
+        args.value_size,
+        args.writers,
+        args.rounds,
+        args.membuffer,
+        args.drain
+    );
+    for (c, cfg) in configs.iter().enumerate() {
+        let med = |kind: Kind, f: fn(&RunResult) -> f64| {
+            median(results[c][kind as usize].iter().map(f).collect())
+        };
+        let (ss, fs) = (
+            med(Kind::SkipList, |r| r.ops_per_sec),
+            med(Kind::FloDb, |r| r.ops_per_sec),
+        );
+        let (su, fu) = (
+            med(Kind::SkipList, |r| r.updates_per_sec),
+            med(Kind::FloDb, |r| r.updates_per_sec),
+        );
+        s.push_str(&format!(
+            "| {} | {} | {} | {:.1} | {} | {:.0} | {:.0} | {} | {:.0} | {:.0} | {} |\n",
+            cfg.initial,
+            cfg.key_size,
+            cfg.scan.map(Scan::name).unwrap_or_default(),
+            med(Kind::FloDb, |r| r.entries_per_scan),
+            cfg.threads,
+            ss,
+            fs,
+            ratio(fs, ss),
+            su,
+            fu,
+            ratio(fu, su)
+        ));
+    }
+    s.push_str(&format!(
+        "\nCPU check (`sysbench cpu --threads=2`, events/s): {}\n",
+        rounds_line(cpu)
+    ));
+    s
+}
+
 /// `shale-bench memtable ARGS`: runs the sweep, prints the report and writes it to `-out`.
 ///
 /// # Errors
@@ -482,6 +765,51 @@ mod tests {
         assert!(parse_args(&args("-x 1")).is_err());
         assert!(parse_args(&args("-n")).is_err());
         assert!(parse_args(&args("-help")).unwrap().is_none());
+        let a = parse_args(&args("-scan range10,prefix -w 2 -i 100"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.scans, vec![Scan::Range(10), Scan::Prefix]);
+        assert_eq!(a.writers, 2);
+        assert!(parse_args(&args("-scan range0")).is_err());
+        assert!(parse_args(&args("-scan suffix")).is_err());
+        assert!(parse_args(&args("-scan range200 -i 100")).is_err());
+    }
+
+    #[test]
+    fn a_tiny_scan_sweep_reads_whole_ranges_in_both_memtables() {
+        let a = MemtableArgs {
+            threads: vec![1],
+            initial: vec![2000],
+            duration: Duration::from_millis(50),
+            key_sizes: vec![16],
+            value_size: 16,
+            rounds: 1,
+            membuffer: 4096,
+            cpucheck_secs: 0,
+            scans: vec![Scan::Range(10), Scan::Prefix],
+            writers: 1,
+            ..MemtableArgs::default()
+        };
+        for kind in [Kind::SkipList, Kind::FloDb] {
+            for scan in [Scan::Range(10), Scan::Prefix] {
+                let cfg = Config {
+                    initial: 2000,
+                    key_size: 16,
+                    update_pct: 0,
+                    threads: 1,
+                    scan: Some(scan),
+                };
+                let r = run_one(kind, cfg, &a);
+                assert!(r.ops_per_sec > 0.0 && r.updates_per_sec > 0.0, "{r:?}");
+                // Every key of the range, plus the versions the writer added meanwhile.
+                assert!(r.entries_per_scan >= 10.0, "{kind:?} {scan:?}: {r:?}");
+            }
+        }
+        let report = run(&a);
+        assert!(
+            report.contains("| range10 |") && report.contains("| prefix |"),
+            "{report}"
+        );
     }
 
     #[test]

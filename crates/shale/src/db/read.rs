@@ -362,6 +362,7 @@ pub(crate) fn iterator(
     let cache = inner.table_cache.clone();
     let source_sv = sv.clone();
     let (range_lo, range_hi) = (user_bound(&lo), user_bound(&hi));
+    let (source_lo, source_hi) = (lo.clone(), hi.clone());
     let make_source = move || -> Box<dyn InternalIterator> {
         if let Some(e) = &closed {
             return Box::new(ErrorIter(e.clone()));
@@ -369,8 +370,10 @@ pub(crate) fn iterator(
         let sv = &source_sv;
         let mut children: Vec<Box<dyn InternalIterator>> =
             Vec::with_capacity(2 + sv.sealed.len() + sv.version.num_levels());
-        children.push(sv.mem.clone().iter());
-        children.extend(sv.sealed.iter().map(|m| m.clone().iter()));
+        let lo = source_lo.as_ref().map(Vec::as_slice);
+        let hi = source_hi.as_ref().map(Vec::as_slice);
+        children.push(sv.mem.clone().range_iter(lo, hi));
+        children.extend(sv.sealed.iter().map(|m| m.clone().range_iter(lo, hi)));
         for f in &sv.version.levels[0] {
             if !overlaps(f, range_lo.as_deref(), range_hi.as_deref()) {
                 continue;

@@ -48,6 +48,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
 use parking_lot::Mutex;
 use std::mem::size_of;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -410,6 +411,12 @@ impl FloDbMemtable {
         (buffered, self.shared.skiplist.len())
     }
 
+    /// Drains every bucket into the skiplist.
+    #[cfg(test)]
+    pub(crate) fn drain(&self) {
+        self.shared.drain_all();
+    }
+
     /// Drain threads running.
     #[cfg(test)]
     pub(crate) fn drain_thread_count(&self) -> usize {
@@ -552,9 +559,20 @@ impl Memtable for FloDbMemtable {
         shared.skiplist.prefetch_lookup(point_index::hash(user_key));
     }
 
+    /// A cursor exact everywhere: one that walks the whole key space drains the membuffer on
+    /// its way (see [`FloDbMemtable::range_iter`]).
     fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
-        self.shared.drain_all();
-        self.shared.skiplist.clone().iter()
+        self.range_iter(Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// The skiplist merged with a sorted view of only the buckets the walk reaches: see
+    /// `flodb_cursor.rs`.
+    fn range_iter(
+        self: Arc<Self>,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Box<dyn InternalIterator> {
+        Box::new(cursor::FloDbCursor::new(self, lower, upper))
     }
 
     fn approximate_bytes(&self) -> usize {
@@ -570,6 +588,9 @@ impl Memtable for FloDbMemtable {
         self.shared.skiplist.key_range()
     }
 }
+
+#[path = "flodb_cursor.rs"]
+mod cursor;
 
 #[cfg(test)]
 #[path = "flodb_tests.rs"]

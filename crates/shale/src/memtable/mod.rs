@@ -24,6 +24,7 @@ pub use skiplist::SkipListMemtable;
 
 use crate::iter::InternalIterator;
 use crate::key::{SeqNo, ValueKind};
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// The newest version of a key visible at a snapshot.
@@ -52,6 +53,18 @@ pub trait Memtable: Send + Sync {
     }
     /// A cursor over all entries in internal-key order.
     fn iter(self: Arc<Self>) -> Box<dyn InternalIterator>;
+    /// A cursor for a read of the user keys within `lower` and `upper`: at every position whose
+    /// user key lies within them it is exact (as [`Memtable::iter`]); outside them it may skip
+    /// entries, but it stays in order. Readers stop at their bounds, so a FloDB memtable need not
+    /// look at the parts of its membuffer that lie outside them. Defaults to [`Memtable::iter`].
+    fn range_iter(
+        self: Arc<Self>,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Box<dyn InternalIterator> {
+        let _ = (lower, upper);
+        self.iter()
+    }
     /// Bytes of memory the entries take, for sealing and accounting.
     fn approximate_bytes(&self) -> usize;
     /// Number of entries.

@@ -1029,10 +1029,7 @@ impl Memtable for SkipListMemtable {
     }
 
     fn iter(self: Arc<Self>) -> Box<dyn InternalIterator> {
-        Box::new(SkipListIter {
-            current: ptr::null_mut(),
-            table: self,
-        })
+        Box::new(self.cursor())
     }
 
     fn approximate_bytes(&self) -> usize {
@@ -1063,8 +1060,18 @@ impl Memtable for SkipListMemtable {
     }
 }
 
+impl SkipListMemtable {
+    /// [`Memtable::iter`] as its concrete type, for cursors built over it (FloDB's).
+    pub(crate) fn cursor(self: Arc<Self>) -> SkipListIter {
+        SkipListIter {
+            current: ptr::null_mut(),
+            table: self,
+        }
+    }
+}
+
 /// A cursor over a skiplist memtable. Holds the memtable alive.
-struct SkipListIter {
+pub(crate) struct SkipListIter {
     // INVARIANT: null (not valid) or an initialized entry node of `table`, reached through an
     // Acquire load; `table` keeps it alive.
     current: *mut Node,
@@ -1074,6 +1081,14 @@ struct SkipListIter {
 // SAFETY: `current` points into memory owned by `table` (shared through the Arc, which is Send and
 // Sync); the node is immutable apart from its atomic `next` pointers.
 unsafe impl Send for SkipListIter {}
+
+impl SkipListIter {
+    /// The entry node the cursor is on, or null when it is not valid. The node stays alive and
+    /// its key and value unchanged as long as the memtable (which the cursor holds).
+    pub(crate) fn node(&self) -> *const Node {
+        self.current
+    }
+}
 
 impl InternalIterator for SkipListIter {
     fn valid(&self) -> bool {
