@@ -355,3 +355,18 @@ fn version_follows_hello_protover() {
     assert_eq!(Version::default(), Version::Resp2);
     assert_eq!(Version::Resp3.number(), 3);
 }
+
+#[test]
+fn doubles_with_an_exponent_are_written_as_c_printf_writes_them() {
+    for (value, text) in [
+        (1e300, "1e+300"),
+        (f64::MAX, "1.7976931348623157e+308"),
+        (2.5e-7, "2.5e-07"),
+        (-1e17, "-1e+17"),
+        (1.5, "1.5"),
+    ] {
+        let mut out = BytesMut::new();
+        ReplyWriter::new(&mut out, Version::Resp3).double(value);
+        assert_eq!(out.to_vec(), format!(",{text}\r\n").into_bytes(), "{value}");
+    }
+}

@@ -286,8 +286,10 @@ impl Config {
                 .min(ENGINE_MAX_VALUE),
             max_key_size: ENGINE_MAX_KEY,
             max_open_files: self.max_open_files,
-            // Skip the one-byte type prefix of engine keys: the bucket comes from the key hash.
-            membuffer_prefix_bits: Some(8),
+            // Skip the tag byte and the byte after it (a meta key's database, a generation's
+            // top byte): the bucket comes from the key hash or the mixed generation
+            // (docs/format/keyspace.md).
+            membuffer_prefix_bits: Some(16),
             memtable: match self.memtable {
                 Memtable::Skiplist => shale::MemtableKind::SkipList,
                 Memtable::Flodb => shale::MemtableKind::FloDb,

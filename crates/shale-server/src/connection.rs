@@ -50,6 +50,8 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
     let mut out = Some(BytesMut::with_capacity(READ_CHUNK));
     let mut shutdown = shared.shutdown_tx.subscribe();
     let mut requests: Vec<Request> = Vec::new();
+    // Input read while a command was blocked, not yet decoded.
+    let mut pending_input = false;
     loop {
         if *shutdown.borrow() {
             break;
@@ -65,70 +67,82 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
             needed.max(READ_CHUNK)
         };
         buf.reserve(want);
-        let n = tokio::select! {
-            r = read_some(&stream, &mut buf) => match r {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            },
-            _ = shutdown.changed() => break,
-        };
-        add(&shared.metrics.net_input_bytes, n as u64);
+        if !std::mem::take(&mut pending_input) {
+            let n = tokio::select! {
+                r = read_some(&stream, &mut buf) => match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                },
+                _ = shutdown.changed() => break,
+            };
+            add(&shared.metrics.net_input_bytes, n as u64);
+        }
         let decoded = decoder.decode_all(&mut buf, &mut requests);
         let mut o = out.take().unwrap_or_default();
         let mut s = session.take().expect("session is always put back");
         let auth_failures = s.auth_failures;
         if !requests.is_empty() {
-            let requests_len = requests.len();
-            let batch = std::mem::take(&mut requests);
-            let writes = exec::writes_anything(&batch);
-            let always = shared.store.appendfsync() == Appendfsync::Always && writes;
-            let large = batch
-                .iter()
-                .any(|r| r.argv().iter().any(|a| a.len() >= LARGE_ARGUMENT));
-            let (ticket, batch) = if large {
-                let sh = shared.clone();
-                let ran = tokio::task::spawn_blocking(move || {
-                    let ticket = execute(&sh, &mut s, &batch, &mut o, always);
-                    (ticket, batch, s, o)
-                })
-                .await;
-                let Ok((ticket, batch, back, out_back)) = ran else {
+            let mut batch = std::mem::take(&mut requests);
+            let mut from = 0;
+            while from < batch.len() {
+                let Some((back, batch_back, out_back, outcome, durable)) =
+                    execute_durably(&shared, s, batch, from, o).await
+                else {
+                    // The blocking thread running a large batch died: nothing to answer with.
+                    return;
+                };
+                (s, batch, o) = (back, batch_back, out_back);
+                if let Err(e) = durable {
+                    o.clear();
+                    for _ in &batch[from..] {
+                        ReplyWriter::new(&mut o, s.version).error(e.as_bytes());
+                    }
+                }
+                let exec::Outcome::Blocked { resume } = outcome else {
                     break;
                 };
-                s = back;
-                o = out_back;
-                (ticket, batch)
-            } else {
-                (execute(&shared, &mut s, &batch, &mut o, always), batch)
-            };
+                // A blocked command: send the replies before it, then wait for its own (while
+                // buffering what the client sends meanwhile, and noticing if it leaves).
+                let Some(mut blocked) = s.blocked.take() else {
+                    break;
+                };
+                if !o.is_empty() {
+                    add(&shared.metrics.net_output_bytes, o.len() as u64);
+                    if stream.write_all(&o).await.is_err() {
+                        blocked.cancel(&shared);
+                        s.after = After::Close;
+                        break;
+                    }
+                    o.clear();
+                }
+                let reply = loop {
+                    buf.reserve(READ_CHUNK);
+                    tokio::select! {
+                        r = blocked.reply(&shared) => break Some(r),
+                        r = read_some(&stream, &mut buf) => match r {
+                            Ok(0) | Err(_) => break None,
+                            Ok(_) => continue,
+                        },
+                        _ = shutdown.changed() => break None,
+                    }
+                };
+                let Some(reply) = reply else {
+                    blocked.cancel(&shared);
+                    s.after = After::Close;
+                    break;
+                };
+                // The batch that served us wrote our pop; it reaches the operating system (or
+                // the disk, under `always`) before we answer.
+                if let Err(e) = settle(&shared, true).await {
+                    ReplyWriter::new(&mut o, s.version).error(e.as_bytes());
+                } else {
+                    o.extend_from_slice(&reply);
+                }
+                from += resume;
+                pending_input = !buf.is_empty();
+            }
             requests = batch;
             requests.clear();
-            let durable = if let Some(ticket) = ticket {
-                // Replies wait for the fsync that covers the batch's writes.
-                ticket
-                    .await
-                    .unwrap_or_else(|_| Err("the WAL syncer stopped".into()))
-                    .map_err(|e| format!("ERR engine: {e}"))
-            } else if writes {
-                // The engine wrote the batch unflushed. Let the other connections of this thread
-                // that are ready run their batches first, then hand the WAL to the operating
-                // system once for all of them (the first to get here writes, the others find
-                // nothing left) before anyone answers.
-                tokio::task::yield_now().await;
-                shared
-                    .store
-                    .db()
-                    .flush_wal()
-                    .map_err(|e| crate::commands::engine_error_text(&e))
-            } else {
-                Ok(())
-            };
-            if let Err(e) = durable {
-                o.clear();
-                for _ in 0..requests_len {
-                    ReplyWriter::new(&mut o, s.version).error(e.as_bytes());
-                }
-            }
         }
         if let Err(e) = decoded {
             if s.after == After::Continue {
@@ -148,7 +162,7 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
         if !o.is_empty() {
             add(&shared.metrics.net_output_bytes, o.len() as u64);
             if stream.write_all(&o).await.is_err() {
-                break;
+                s.after = After::Close;
             }
             o.clear();
         }
@@ -168,26 +182,102 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
             }
         }
     }
+    if let Some(mut s) = session {
+        exec::end_session(&shared, &mut s);
+    }
     let _ = stream.shutdown().await;
 }
 
-/// Executes `batch`, appending its replies to `out`; under `always` returns the ticket of the
-/// fsync that will cover its writes.
+/// Executes `batch[from..]`, appending its replies to `out`, and makes its writes as durable
+/// as `appendfsync` asks before any reply leaves (see the module documentation). A batch with a
+/// large argument runs on a blocking thread, so the connection thread's other clients are not
+/// held up. Returns what it took, the outcome and, on a durability failure, the error line to
+/// answer with; `None` when the blocking thread died.
+async fn execute_durably(
+    shared: &Arc<Shared>,
+    mut s: Session,
+    batch: Vec<Request>,
+    from: usize,
+    mut o: BytesMut,
+) -> Option<(
+    Session,
+    Vec<Request>,
+    BytesMut,
+    exec::Outcome,
+    Result<(), String>,
+)> {
+    let part = &batch[from..];
+    let writes = exec::writes_anything(part);
+    let always = shared.store.appendfsync() == Appendfsync::Always && writes;
+    let large = part
+        .iter()
+        .any(|r| r.argv().iter().any(|a| a.len() >= LARGE_ARGUMENT));
+    let (ticket, outcome, s, batch, o) = if large {
+        let sh = shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let (ticket, outcome) = execute(&sh, &mut s, &batch[from..], &mut o, always);
+            (ticket, outcome, s, batch, o)
+        })
+        .await
+        .ok()?
+    } else {
+        let (ticket, outcome) = execute(shared, &mut s, part, &mut o, always);
+        (ticket, outcome, s, batch, o)
+    };
+    let durable = match ticket {
+        // Replies wait for the fsync that covers the batch's writes.
+        Some(ticket) => ticket
+            .await
+            .unwrap_or_else(|_| Err("the WAL syncer stopped".into()))
+            .map_err(|e| format!("ERR engine: {e}")),
+        None if writes => settle(shared, false).await,
+        None => Ok(()),
+    };
+    Some((s, batch, o, outcome, durable))
+}
+
+/// Executes `batch`, appending its replies to `out`; under `always` also returns the ticket of
+/// the fsync that will cover its writes.
 fn execute(
     shared: &Shared,
     session: &mut Session,
     batch: &[Request],
     out: &mut BytesMut,
     always: bool,
-) -> Option<tokio::sync::oneshot::Receiver<crate::store::syncer::SyncResult>> {
+) -> (
+    Option<tokio::sync::oneshot::Receiver<crate::store::syncer::SyncResult>>,
+    exec::Outcome,
+) {
     if always {
         let _executing = shared.store.syncer.executing();
-        exec::execute(shared, session, batch, out);
-        Some(shared.store.syncer.ticket())
+        let outcome = exec::execute(shared, session, batch, out);
+        (Some(shared.store.syncer.ticket()), outcome)
     } else {
-        exec::execute(shared, session, batch, out);
-        None
+        (None, exec::execute(shared, session, batch, out))
     }
+}
+
+/// Makes the writes before now leave the process (`Db::flush_wal`), or, under `appendfsync
+/// always` when `sync_always`, reach the disk. The error is the line to answer with.
+async fn settle(shared: &Shared, sync_always: bool) -> Result<(), String> {
+    if sync_always && shared.store.appendfsync() == Appendfsync::Always {
+        return shared
+            .store
+            .syncer
+            .ticket()
+            .await
+            .unwrap_or_else(|_| Err("the WAL syncer stopped".into()))
+            .map_err(|e| format!("ERR engine: {e}"));
+    }
+    // The engine wrote the batch unflushed. Let the other connections of this thread that are
+    // ready run their batches first, then hand the WAL to the operating system once for all of
+    // them (the first to get here writes, the others find nothing left) before anyone answers.
+    tokio::task::yield_now().await;
+    shared
+        .store
+        .db()
+        .flush_wal()
+        .map_err(|e| crate::commands::engine_error_text(&e))
 }
 
 /// Waits until the socket is readable and reads what it holds into `buf`'s spare capacity (which

@@ -1,16 +1,15 @@
 //! INFO: the sections Redis tools read (server, clients, memory, persistence, stats, replication,
 //! keyspace), as `field:value` lines. Engine figures come from `Db::stats()`.
 //!
-//! The keyspace section counts keys by walking the meta records (O(keys)); Redis keeps a
-//! counter. It is computed only when asked for (`INFO`, `INFO keyspace`, `INFO all`).
+//! The keyspace section reads each database's key count (kept by the store, O(1)) and counts
+//! the expiry index's entries per database (O(keys with an expiry)), only when asked for
+//! (`INFO`, `INFO keyspace`, `INFO all`).
 
 use crate::commands::server::REDIS_COMPAT_VERSION;
 use crate::session::Session;
 use crate::shared::Shared;
-use crate::store::format::{self, Meta};
-use crate::store::{now_ms, upper_bound};
+use crate::store::format::{self, DATABASES};
 use std::fmt::Write;
-use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
 /// The sections of `INFO` without arguments, in order.
@@ -78,7 +77,7 @@ fn section(out: &mut String, shared: &Shared, _session: &Session, name: &str) {
             line("# Clients", &"");
             line("connected_clients", &shared.clients.load(Ordering::Relaxed));
             line("maxclients", &shared.config.maxclients);
-            line("blocked_clients", &0);
+            line("blocked_clients", &shared.store.blocked_clients());
         }
         "memory" => {
             let s = shared.store.db().stats();
@@ -88,6 +87,7 @@ fn section(out: &mut String, shared: &Shared, _session: &Session, name: &str) {
             line("used_memory_human", &human(used));
             line("shale_memtable_bytes", &s.memtable_bytes);
             line("shale_block_cache_bytes", &s.block_cache_bytes);
+            line("mem_allocator", &"mimalloc");
             line("maxmemory", &0);
             line("maxmemory_policy", &"noeviction");
         }
@@ -161,12 +161,22 @@ fn section(out: &mut String, shared: &Shared, _session: &Session, name: &str) {
         }
         "keyspace" => {
             line("# Keyspace", &"");
-            match count_keys(shared) {
-                Ok((keys, expires)) if keys > 0 => {
-                    line("db0", &format!("keys={keys},expires={expires},avg_ttl=0"));
+            match count_expiring(shared) {
+                Ok(expires) => {
+                    for db in 0..DATABASES as u8 {
+                        let physical = shared.store.physical(db);
+                        let keys = shared.store.db_size(physical);
+                        if keys > 0 {
+                            let e = expires[usize::from(physical)].min(keys);
+                            line(
+                                &format!("db{db}"),
+                                &format!("keys={keys},expires={e},avg_ttl=0"),
+                            );
+                        }
+                    }
                 }
-                Ok(_) => {}
-                // A count that stopped at unreadable data would be wrong: say it is unknown.
+                // An expiry count that stopped at unreadable data would be wrong: say it is
+                // unknown.
                 Err(e) => line(
                     "shale_keyspace_unknown",
                     &e.to_string().replace(['\r', '\n'], " "),
@@ -177,27 +187,21 @@ fn section(out: &mut String, shared: &Shared, _session: &Session, name: &str) {
     }
 }
 
-/// Live keys and live keys with an expiry.
+/// Entries of the expiry index per physical database.
 ///
 /// # Errors
-/// The engine's error when some of the keyspace cannot be read (the counts are then unknown).
-fn count_keys(shared: &Shared) -> shale::Result<(u64, u64)> {
-    let now = now_ms();
-    let (mut keys, mut expires) = (0, 0);
-    let range = (
-        Bound::Included(vec![format::META]),
-        upper_bound(&[format::META]),
-    );
-    for item in shared.store.db().range(range) {
-        let (_, v) = item?;
-        if let Some(m) = Meta::decode(v) {
-            if !m.is_expired(now) {
-                keys += 1;
-                expires += u64::from(m.expire_at != 0);
+/// The engine's error when the index cannot be read (the counts are then unknown).
+fn count_expiring(shared: &Shared) -> shale::Result<[u64; DATABASES]> {
+    let mut out = [0; DATABASES];
+    for item in shared.store.db().prefix([format::EXPIRY]) {
+        let (k, _) = item?;
+        if let Some((_, db, _)) = format::split_expiry_key(&k) {
+            if let Some(n) = out.get_mut(usize::from(db)) {
+                *n += 1;
             }
         }
     }
-    Ok((keys, expires))
+    Ok(out)
 }
 
 fn human(bytes: u64) -> String {

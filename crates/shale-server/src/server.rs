@@ -152,6 +152,8 @@ async fn serve(config: Config, shards: &Shards) -> Result<(), String> {
         store,
         metrics: metrics::Metrics::default(),
         cursors: Cursors::default(),
+        blocked: Default::default(),
+        knobs: Default::default(),
         started: Instant::now(),
         run_id: run_id(),
         clients: AtomicUsize::new(0),

@@ -1,8 +1,12 @@
-//! Per-connection state: protocol version, authentication, client name, and what the connection
-//! should do after the current batch.
+//! Per-connection state: protocol version, authentication, selected database, client name, the
+//! MULTI queue and WATCHed keys, a blocked command's wait, and what the connection should do
+//! after the current batch.
 
+use crate::exec::blocking::Blocking;
+use crate::store::watch::WatchFlag;
 use bytes::Bytes;
-use shale_proto::resp::Version;
+use shale_proto::resp::{Request, Version};
+use std::sync::Arc;
 
 /// What the connection does after writing the batch's replies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -16,8 +20,19 @@ pub enum After {
     Shutdown,
 }
 
+/// A transaction being queued (between MULTI and EXEC).
+#[derive(Debug, Default)]
+pub struct Multi {
+    /// The queued commands.
+    pub queued: Vec<Request>,
+    /// A command failed to queue: EXEC answers EXECABORT.
+    pub aborted: bool,
+}
+
+/// A WATCHed key: logical db, key, and whether it was already expired when watched.
+pub type Watched = (u8, Vec<u8>, bool);
+
 /// See the module documentation.
-#[derive(Debug)]
 pub struct Session {
     /// The connection's id (CLIENT ID).
     pub id: u64,
@@ -25,6 +40,8 @@ pub struct Session {
     pub version: Version,
     /// Whether `AUTH` succeeded (always true on a server without a password).
     pub authenticated: bool,
+    /// The selected logical database (SELECT).
+    pub db: u8,
     /// CLIENT SETNAME.
     pub name: Option<Bytes>,
     /// CLIENT SETINFO LIB-NAME.
@@ -38,6 +55,14 @@ pub struct Session {
     /// Failed `AUTH` attempts on this connection: each delays the replies (see
     /// [`Session::auth_delay`]).
     pub auth_failures: u32,
+    /// The open transaction, between MULTI and EXEC or DISCARD.
+    pub multi: Option<Multi>,
+    /// WATCHed keys.
+    pub watched: Vec<Watched>,
+    /// Set when a WATCHed key is modified.
+    pub watch_flag: Arc<WatchFlag>,
+    /// The wait of a blocked command (BLPOP, ...), set by the command, taken by the connection.
+    pub blocked: Option<Blocking>,
 }
 
 /// The delay after a connection's first failed `AUTH`; each later failure doubles it.
@@ -52,12 +77,17 @@ impl Session {
             id,
             version: Version::Resp2,
             authenticated: !needs_auth,
+            db: 0,
             name: None,
             lib_name: None,
             lib_ver: None,
             peer,
             after: After::Continue,
             auth_failures: 0,
+            multi: None,
+            watched: Vec::new(),
+            watch_flag: Arc::new(WatchFlag::default()),
+            blocked: None,
         }
     }
 

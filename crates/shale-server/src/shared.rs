@@ -1,6 +1,8 @@
 //! Server-wide state shared by every connection and background task.
 
+use crate::commands::config::Knobs;
 use crate::config::Config;
+use crate::exec::blocking::Blocked;
 use crate::metrics::Metrics;
 use crate::store::Store;
 use parking_lot::Mutex;
@@ -57,6 +59,10 @@ pub struct Shared {
     pub metrics: Metrics,
     /// SCAN cursors.
     pub cursors: Cursors,
+    /// Clients blocked on keys.
+    pub blocked: Blocked,
+    /// Redis settings CONFIG SET remembers.
+    pub knobs: Knobs,
     /// When the server started.
     pub started: Instant,
     /// A random-looking id of this run (INFO run_id).

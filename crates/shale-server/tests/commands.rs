@@ -258,7 +258,7 @@ fn errors_carry_redis_prefixes() {
     );
     assert_eq!(raw(&s, &[b"SELECT", b"0"]), b"+OK\r\n");
     assert_eq!(
-        raw(&s, &[b"SELECT", b"1"]),
+        raw(&s, &[b"SELECT", b"16"]),
         b"-ERR DB index is out of range\r\n"
     );
     // Inline commands, as typed into telnet.

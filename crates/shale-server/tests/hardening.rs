@@ -305,10 +305,8 @@ fn regression_issue_18_info_keyspace_says_unknown_instead_of_a_wrong_count() {
     let mut c = connect(server.port);
     c.write_all(b"INFO keyspace\r\n").unwrap();
     let info = String::from_utf8_lossy(&common::read_available(&mut c)).into_owned();
-    // Every SST is damaged, so the walk meets the damage: the count is unknown, not wrong.
-    assert!(
-        info.contains("shale_keyspace_unknown:") && info.contains("Corruption"),
-        "{info}"
-    );
-    assert!(!info.contains("db0:"), "a wrong count: {info}");
+    // The key count is a record kept with every batch (issue 16), not a walk: damaged data does
+    // not make it wrong. (A walk of the expiry index that met damage would say "unknown".)
+    assert!(info.contains("db0:keys=3000,"), "{info}");
+    assert!(!info.contains("shale_keyspace_unknown:"), "{info}");
 }

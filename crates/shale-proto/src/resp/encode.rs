@@ -291,12 +291,38 @@ pub(crate) fn format_double(value: f64) -> DoubleText {
     {
         write!(text, "{value}")
     } else {
-        write!(text, "{value:e}")
+        write_exponent(&mut text, value)
     };
     if written.is_err() {
         // Cannot happen within the capacity above; the exponent form is always short.
         text.len = 0;
-        let _ = write!(text, "{value:e}");
+        let _ = write_exponent(&mut text, value);
     }
     text
+}
+
+/// Writes `value` in exponent form as C's `printf` does (Redis's `%.17g`): the shortest mantissa
+/// that reads back the same, then `e`, a sign and at least two exponent digits (`1e+17`,
+/// `2.5e-07`).
+fn write_exponent(text: &mut DoubleText, value: f64) -> fmt::Result {
+    let mut scratch = DoubleText {
+        buf: [0; DOUBLE_TEXT_CAPACITY],
+        len: 0,
+    };
+    write!(scratch, "{value:e}")?;
+    let shown = scratch.as_bytes();
+    let at = shown.iter().position(|&b| b == b'e').unwrap_or(shown.len());
+    let (mantissa, exponent) = shown.split_at(at);
+    let exponent = exponent.get(1..).unwrap_or_default();
+    let (sign, digits) = match exponent.split_first() {
+        Some((b'-', rest)) => ("-", rest),
+        _ => ("+", exponent),
+    };
+    text.write_str(std::str::from_utf8(mantissa).map_err(|_| fmt::Error)?)?;
+    text.write_str("e")?;
+    text.write_str(sign)?;
+    if digits.len() < 2 {
+        text.write_str("0")?;
+    }
+    text.write_str(std::str::from_utf8(digits).map_err(|_| fmt::Error)?)
 }

@@ -7,28 +7,7 @@ pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 /// Redis's text for a bad float.
 pub const NOT_FLOAT: &str = "ERR value is not a valid float";
 
-/// Parses a signed 64-bit integer as Redis's `string2ll` does: optional `-`, digits, no spaces,
-/// no `+`, no leading zeros (except `0` itself).
-pub fn parse_i64(arg: &[u8]) -> Option<i64> {
-    let (neg, digits) = match arg.split_first()? {
-        (b'-', rest) => (true, rest),
-        _ => (false, arg),
-    };
-    if digits.is_empty() || digits.len() > 20 || (digits[0] == b'0' && digits.len() > 1) {
-        return None;
-    }
-    if neg && digits == b"0" {
-        return None;
-    }
-    let mut v: i128 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v * 10 + i128::from(d - b'0');
-    }
-    i64::try_from(if neg { -v } else { v }).ok()
-}
+pub use crate::store::strings::parse_i64;
 
 /// [`parse_i64`] with Redis's error.
 pub fn int(arg: &[u8]) -> Result<i64, CmdError> {
@@ -69,9 +48,50 @@ pub fn printable(arg: &[u8], max: usize) -> String {
         .collect()
 }
 
-/// Formats an integer the way Redis stores `INCR` results.
-pub fn int_bytes(v: i64) -> Vec<u8> {
-    v.to_string().into_bytes()
+/// An integer argument that must be at least `min`: Redis's `NOT_INTEGER` when it does not
+/// parse, `error` when it is too small.
+pub fn int_at_least(arg: &[u8], min: i64, error: &'static str) -> Result<i64, CmdError> {
+    match parse_i64(arg) {
+        Some(v) if v >= min => Ok(v),
+        Some(_) => Err(CmdError::msg(error)),
+        None => Err(CmdError::msg(NOT_INTEGER)),
+    }
+}
+
+/// An integer argument that must be at least `min`, with `error` whether it does not parse or
+/// is too small (Redis's `getRangeLongFromObjectOrReply` with a message).
+pub fn int_in_range(arg: &[u8], min: i64, error: &'static str) -> Result<i64, CmdError> {
+    parse_i64(arg)
+        .filter(|&v| v >= min)
+        .ok_or_else(|| CmdError::msg(error))
+}
+
+/// A COUNT argument of the pop commands: positive, or Redis's error.
+pub fn positive_count(arg: &[u8]) -> Result<u64, CmdError> {
+    int_in_range(arg, 1, "ERR count should be greater than 0").map(|v| v as u64)
+}
+
+/// A blocking command's timeout in seconds (a float, as Redis 6 and later accept): `None` for
+/// 0, which blocks forever.
+pub fn timeout(arg: &[u8]) -> Result<Option<std::time::Duration>, CmdError> {
+    let secs = parse_f64(arg)
+        .filter(|s| s.is_finite())
+        .ok_or_else(|| CmdError::msg("ERR timeout is not a float or out of range"))?;
+    if secs < 0.0 {
+        return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    if secs > 1e15 {
+        return Err(CmdError::msg("ERR timeout is out of range"));
+    }
+    Ok((secs > 0.0).then(|| std::time::Duration::from_secs_f64(secs)))
+}
+
+/// Parses a `numkeys` argument and the keys after it: Redis's errors for a count that is not
+/// positive or larger than the arguments left.
+pub fn counted_keys(argv: &[bytes::Bytes], at: usize) -> Result<&[bytes::Bytes], CmdError> {
+    let n = int_in_range(&argv[at], 1, "ERR numkeys should be greater than 0")? as usize;
+    argv.get(at + 1..at + 1 + n)
+        .ok_or_else(|| CmdError::msg("ERR Number of keys can't be greater than number of args"))
 }
 
 #[cfg(test)]

@@ -1,27 +1,25 @@
-//! Keyspace commands: DEL, UNLINK, EXISTS, EXPIRE, PEXPIRE, TTL, PTTL, PERSIST, TYPE, SCAN, KEYS,
-//! DBSIZE, FLUSHDB, FLUSHALL.
+//! Keyspace commands: DEL, UNLINK, EXISTS, TOUCH, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT,
+//! EXPIRETIME, PEXPIRETIME, TTL, PTTL, PERSIST, TYPE, RENAME, RENAMENX, MOVE, COPY, RANDOMKEY,
+//! OBJECT, SCAN, KEYS, DBSIZE, FLUSHDB, FLUSHALL, SWAPDB.
 //!
-//! SCAN walks the meta records in engine order (ordered by key hash, then key); its integer
-//! cursor names the record to resume at in the server's cursor table
+//! SCAN walks the meta records of the current database in engine order (ordered by key hash,
+//! then key); its integer cursor names the record to resume at in the server's cursor table
 //! ([`crate::shared::Cursors`]).
 
-use super::args::{int, is};
+use super::args::{self, int, is};
 use super::{glob, CmdError, CmdResult, Ctx, SYNTAX};
-use crate::store::format::{self, Kind, Meta};
-use crate::store::upper_bound;
+use crate::store::format::{Kind, DATABASES};
+use crate::store::keys as sk;
 use bytes::Bytes;
-use std::ops::Bound;
 
 /// Default `SCAN ... COUNT`.
 pub const DEFAULT_SCAN_COUNT: usize = 10;
-/// Keys deleted per engine write by FLUSHDB.
-const FLUSH_CHUNK: usize = 10_000;
 
 pub(super) fn del(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
     let mut n = 0;
     for key in &argv[1..] {
-        if let Some(meta) = ctx.txn.meta(key)? {
-            ctx.txn.delete_key(key, &meta)?;
+        if let Some(meta) = sk::lookup_write(ctx.txn, key)? {
+            sk::delete(ctx.txn, key, &meta)?;
             n += 1;
         }
     }
@@ -32,7 +30,7 @@ pub(super) fn del(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
 pub(super) fn exists(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
     let mut n = 0;
     for key in &argv[1..] {
-        if ctx.txn.meta(key)?.is_some() {
+        if sk::lookup(ctx.txn, key)?.is_some() {
             n += 1;
         }
     }
@@ -40,86 +38,132 @@ pub(super) fn exists(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-/// Rewrites `key`'s meta record with expiry `expire_at` (0: none) and keeps the expiry index
-/// in step.
-pub(super) fn set_expiry(ctx: &mut Ctx<'_, '_>, key: &[u8], meta: &Meta, expire_at: u64) {
-    if meta.expire_at != 0 {
-        ctx.txn.delete(&format::expiry_key(meta.expire_at, key));
-    }
-    ctx.txn
-        .put(&format::meta_key(key), &meta.with_expiry(expire_at));
-    if expire_at != 0 {
-        ctx.txn.put(&format::expiry_key(expire_at, key), b"");
-    }
+/// EXPIRE's NX, XX, GT and LT.
+#[derive(Default)]
+struct ExpireFlags {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
 }
 
-fn expire_generic(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], scale: i64, name: &str) -> CmdResult {
-    let amount = int(&argv[2])?;
-    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+fn parse_expire_flags(argv: &[Bytes]) -> Result<ExpireFlags, CmdError> {
+    let mut f = ExpireFlags::default();
     for a in &argv[3..] {
-        if is(a, "nx") {
-            nx = true;
+        let flag = if is(a, "nx") {
+            &mut f.nx
         } else if is(a, "xx") {
-            xx = true;
+            &mut f.xx
         } else if is(a, "gt") {
-            gt = true;
+            &mut f.gt
         } else if is(a, "lt") {
-            lt = true;
+            &mut f.lt
         } else {
             return Err(CmdError::Msg(
-                format!("ERR Unsupported option {}", super::args::printable(a, 64)).into(),
+                format!("ERR Unsupported option {}", args::printable(a, 64)).into(),
             ));
-        }
+        };
+        *flag = true;
     }
-    if (nx && (xx || gt || lt)) || (gt && lt) {
+    if f.nx && (f.xx || f.gt || f.lt) {
         return Err(CmdError::msg(
             "ERR NX and XX, GT or LT options at the same time are not compatible",
         ));
     }
+    if f.gt && f.lt {
+        return Err(CmdError::msg(
+            "ERR GT and LT options at the same time are not compatible",
+        ));
+    }
+    Ok(f)
+}
+
+/// EXPIRE and its variants: `scale` ms per unit; `absolute` for the *AT forms.
+fn expire_generic(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &[Bytes],
+    scale: i64,
+    absolute: bool,
+    name: &str,
+) -> CmdResult {
+    let f = parse_expire_flags(argv)?;
+    let amount = int(&argv[2])?;
     let now = ctx.txn.now_ms() as i64;
+    let base = if absolute { 0 } else { now };
     let at = amount
         .checked_mul(scale)
-        .and_then(|ms| ms.checked_add(now))
+        .and_then(|ms| ms.checked_add(base))
         .ok_or_else(|| {
             CmdError::Msg(format!("ERR invalid expire time in '{name}' command").into())
         })?;
     let key = &argv[1];
-    let Some(meta) = ctx.txn.meta(key)? else {
+    let Some(meta) = sk::lookup_write(ctx.txn, key)? else {
         ctx.w().integer(0);
         return Ok(());
     };
-    let current = meta.expire_at;
+    let current = meta.expire_at as i64;
+    let has = meta.expire_at != 0;
     // A key without expiry counts as an infinite TTL for GT and LT.
-    let skip = (nx && current != 0)
-        || (xx && current == 0)
-        || (gt && (current == 0 || at <= current as i64))
-        || (lt && current != 0 && at >= current as i64);
+    let skip = (f.nx && has)
+        || (f.xx && !has)
+        || (f.gt && (!has || at <= current))
+        || (f.lt && has && at >= current);
     if skip {
         ctx.w().integer(0);
         return Ok(());
     }
     if at <= now {
-        ctx.txn.delete_key(key, &meta)?;
+        sk::delete(ctx.txn, key, &meta)?;
     } else {
-        set_expiry(ctx, key, &meta, at as u64);
+        sk::set_expiry(ctx.txn, key, &meta, at as u64);
     }
     ctx.w().integer(1);
     Ok(())
 }
 
 pub(super) fn expire(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
-    expire_generic(ctx, argv, 1000, "expire")
+    expire_generic(ctx, argv, 1000, false, "expire")
 }
 
 pub(super) fn pexpire(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
-    expire_generic(ctx, argv, 1, "pexpire")
+    expire_generic(ctx, argv, 1, false, "pexpire")
+}
+
+pub(super) fn expireat(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, argv, 1000, true, "expireat")
+}
+
+pub(super) fn pexpireat(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    expire_generic(ctx, argv, 1, true, "pexpireat")
+}
+
+/// The key's expiry in ms: -2 absent, -1 none.
+fn expire_at(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<i64, CmdError> {
+    Ok(match sk::lookup(ctx.txn, key)? {
+        None => -2,
+        Some(m) if m.expire_at == 0 => -1,
+        Some(m) => m.expire_at as i64,
+    })
+}
+
+pub(super) fn expiretime(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    let at = expire_at(ctx, &argv[1])?;
+    ctx.w().integer(if at < 0 { at } else { at / 1000 });
+    Ok(())
+}
+
+pub(super) fn pexpiretime(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    let at = expire_at(ctx, &argv[1])?;
+    ctx.w().integer(at);
+    Ok(())
 }
 
 fn ttl_ms(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<i64, CmdError> {
-    Ok(match ctx.txn.meta(key)? {
-        None => -2,
-        Some(m) if m.expire_at == 0 => -1,
-        Some(m) => m.expire_at.saturating_sub(ctx.txn.now_ms()) as i64,
+    let at = expire_at(ctx, key)?;
+    Ok(if at < 0 {
+        at
+    } else {
+        (at as u64).saturating_sub(ctx.txn.now_ms()) as i64
     })
 }
 
@@ -137,9 +181,9 @@ pub(super) fn pttl(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn persist(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
-    match ctx.txn.meta(&argv[1])? {
+    match sk::lookup_write(ctx.txn, &argv[1])? {
         Some(meta) if meta.expire_at != 0 => {
-            set_expiry(ctx, &argv[1], &meta, 0);
+            sk::set_expiry(ctx.txn, &argv[1], &meta, 0);
             ctx.w().integer(1);
         }
         _ => ctx.w().integer(0),
@@ -148,39 +192,219 @@ pub(super) fn persist(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn type_of(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
-    let name = ctx.txn.meta(&argv[1])?.map_or("none", |m| m.kind.name());
+    let name = sk::lookup(ctx.txn, &argv[1])?.map_or("none", |m| m.kind.name());
     ctx.w().simple(name.as_bytes());
     Ok(())
 }
 
-/// Visits live keys in engine order (key-hash order) from the meta record `start` (inclusive;
-/// `None`: the first); `visit` gets the meta record's engine key, the user key and its type, and
-/// returns false to stop.
-fn walk(
-    ctx: &mut Ctx<'_, '_>,
-    start: Option<Vec<u8>>,
-    mut visit: impl FnMut(&[u8], &[u8], Kind) -> bool,
-) -> Result<(), CmdError> {
-    let now = ctx.txn.now_ms();
-    ctx.txn.scan(
-        Bound::Included(start.unwrap_or_else(|| vec![format::META])),
-        upper_bound(&[format::META]),
-        |k, v| match Meta::decode(v.to_vec()) {
-            Some(m) if m.is_expired(now) => true,
-            Some(m) => visit(k, format::user_key(k), m.kind),
-            None => true,
-        },
-    )?;
+pub(super) fn rename(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    sk::rename(ctx.txn, &argv[1], &argv[2], false)?;
+    ctx.w().ok();
+    Ok(())
+}
+
+pub(super) fn renamenx(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    let done = sk::rename(ctx.txn, &argv[1], &argv[2], true)?;
+    ctx.w().integer(i64::from(done));
+    Ok(())
+}
+
+/// A database index argument, 0 to 15.
+pub(super) fn db_index(arg: &[u8]) -> Result<u8, CmdError> {
+    let n = int(arg)?;
+    u8::try_from(n)
+        .ok()
+        .filter(|&d| usize::from(d) < DATABASES)
+        .ok_or_else(|| CmdError::msg("ERR DB index is out of range"))
+}
+
+pub(super) fn move_key(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    let to = db_index(&argv[2])?;
+    let moved = sk::move_to(ctx.txn, &argv[1], to)?;
+    ctx.w().integer(i64::from(moved));
+    Ok(())
+}
+
+pub(super) fn copy(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    let (mut to, mut replace) = (ctx.txn.db(), false);
+    let mut i = 3;
+    while i < argv.len() {
+        if is(&argv[i], "replace") {
+            replace = true;
+        } else if is(&argv[i], "db") && i + 1 < argv.len() {
+            to = db_index(&argv[i + 1])?;
+            i += 1;
+        } else {
+            return Err(CmdError::msg(SYNTAX));
+        }
+        i += 1;
+    }
+    let copied = sk::copy(ctx.txn, &argv[1], &argv[2], to, replace)?;
+    ctx.w().integer(i64::from(copied));
+    Ok(())
+}
+
+pub(super) fn randomkey(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> CmdResult {
+    let seed = ctx.seed();
+    match sk::random_key(ctx.txn, seed)? {
+        Some(k) => ctx.w().bulk(&k),
+        None => ctx.w().null(),
+    }
+    Ok(())
+}
+
+/// The encoding OBJECT ENCODING names: Shale keeps one encoding per type, so this is what Redis
+/// would show for a value of that type and size.
+fn encoding(kind: Kind, value: &[u8], len: u64) -> &'static str {
+    match kind {
+        Kind::String if args::parse_i64(value).is_some() && value.len() <= 20 => "int",
+        Kind::String if value.len() <= 44 => "embstr",
+        Kind::String => "raw",
+        Kind::List => "quicklist",
+        Kind::Hash | Kind::ZSet if len <= 128 => "listpack",
+        Kind::Hash => "hashtable",
+        Kind::ZSet => "skiplist",
+        Kind::Set => "hashtable",
+    }
+}
+
+pub(super) fn object(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    let sub = &argv[1];
+    if argv.len() != 3 {
+        return Err(CmdError::Msg(
+            format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try OBJECT HELP.",
+                args::printable(sub, 64)
+            )
+            .into(),
+        ));
+    }
+    let Some(meta) = sk::lookup(ctx.txn, &argv[2])? else {
+        ctx.w().null();
+        return Ok(());
+    };
+    if is(sub, "encoding") {
+        let e = encoding(meta.kind, meta.string_value(), meta.len);
+        ctx.w().bulk(e.as_bytes());
+    } else if is(sub, "refcount") {
+        ctx.w().integer(1);
+    } else if is(sub, "idletime") {
+        ctx.w().integer(0);
+    } else if is(sub, "freq") {
+        return Err(CmdError::msg("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."));
+    } else {
+        return Err(CmdError::Msg(
+            format!(
+                "ERR unknown subcommand '{}'. Try OBJECT HELP.",
+                args::printable(sub, 64)
+            )
+            .into(),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn dump(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    match crate::store::dump::dump(ctx.txn, &argv[1])? {
+        Some(p) => ctx.w().bulk(&p),
+        None => ctx.w().null(),
+    }
+    Ok(())
+}
+
+pub(super) fn restore(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    use crate::store::dump::{self, BadPayload};
+    let (mut replace, mut absttl) = (false, false);
+    let mut i = 4;
+    while i < argv.len() {
+        let more = argv.len() - i - 1;
+        if is(&argv[i], "replace") {
+            replace = true;
+        } else if is(&argv[i], "absttl") {
+            absttl = true;
+        } else if is(&argv[i], "idletime") && more >= 1 {
+            if int(&argv[i + 1])? < 0 {
+                return Err(CmdError::msg("ERR Invalid IDLETIME value, must be >= 0"));
+            }
+            i += 1;
+        } else if is(&argv[i], "freq") && more >= 1 {
+            if !(0..=255).contains(&int(&argv[i + 1])?) {
+                return Err(CmdError::msg(
+                    "ERR Invalid FREQ value, must be >= 0 and <= 255",
+                ));
+            }
+            i += 1;
+        } else {
+            return Err(CmdError::msg(SYNTAX));
+        }
+        i += 1;
+    }
+    if !replace && sk::lookup_write(ctx.txn, &argv[1])?.is_some() {
+        return Err(CmdError::msg("BUSYKEY Target key name already exists."));
+    }
+    let ttl = int(&argv[2])?;
+    if ttl < 0 {
+        return Err(CmdError::msg("ERR Invalid TTL value, must be >= 0"));
+    }
+    let value = dump::decode(&argv[3]).map_err(|e| match e {
+        BadPayload::VersionOrChecksum => {
+            CmdError::msg("ERR DUMP payload version or checksum are wrong")
+        }
+        BadPayload::Format => CmdError::msg("ERR Bad data format"),
+    })?;
+    let expire_at = match (ttl, absttl) {
+        (0, _) => 0,
+        (t, true) => t as u64,
+        (t, false) => ctx.txn.now_ms().saturating_add(t as u64),
+    };
+    dump::restore(ctx.txn, &argv[1], value, expire_at, replace)?;
+    ctx.w().ok();
+    Ok(())
+}
+
+/// Bytes MEMORY USAGE counts per element of a collection besides its own bytes: the element's
+/// engine key prefix and record overhead.
+const ELEMENT_OVERHEAD: u64 = 48;
+
+pub(super) fn memory(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    let sub = &argv[1];
+    if is(sub, "usage") && argv.len() >= 3 {
+        // An estimate from the key's records: its name and meta record, and for a collection
+        // the count of elements at a nominal size each (Shale does not read them).
+        match sk::lookup(ctx.txn, &argv[2])? {
+            Some(m) => {
+                let bytes = argv[2].len() as u64
+                    + m.string_value().len() as u64
+                    + 32
+                    + m.len * ELEMENT_OVERHEAD;
+                ctx.w().integer(bytes as i64);
+            }
+            None => ctx.w().null(),
+        }
+    } else if is(sub, "doctor") {
+        ctx.w()
+            .bulk(b"Shale keeps its data in its storage engine; nothing to report.");
+    } else if is(sub, "purge") {
+        ctx.w().ok();
+    } else {
+        return Err(CmdError::Msg(
+            format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+                args::printable(sub, 64)
+            )
+            .into(),
+        ));
+    }
     Ok(())
 }
 
 pub(super) fn keys(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
-    let pattern = argv[1].clone();
+    let pattern = glob::Pattern::new(&argv[1]);
     let mut found: Vec<Vec<u8>> = Vec::new();
     let limit = ctx.shared.config.client_output_buffer_limit;
     let mut bytes = 0usize;
-    walk(ctx, None, |_, k, _| {
-        if glob::matches(&pattern, k) {
+    sk::walk(ctx.txn, None, |_, k, _| {
+        if pattern.matches(k) {
             bytes += k.len() + 16;
             found.push(k.to_vec());
         }
@@ -194,50 +418,78 @@ pub(super) fn keys(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
     Ok(())
 }
 
-pub(super) fn scan(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
-    let cursor = std::str::from_utf8(&argv[1])
+/// Parses a cursor argument of SCAN, HSCAN, SSCAN, ZSCAN.
+pub(super) fn cursor(arg: &[u8]) -> Result<u64, CmdError> {
+    std::str::from_utf8(arg)
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(|| CmdError::msg("ERR invalid cursor"))?;
-    let (mut pattern, mut count, mut kind) = (None, DEFAULT_SCAN_COUNT, None);
-    let mut i = 2;
+        .ok_or_else(|| CmdError::msg("ERR invalid cursor"))
+}
+
+/// SCAN's and the collection scans' options.
+pub(super) struct ScanOptions {
+    pub pattern: Option<glob::Pattern>,
+    pub count: usize,
+    pub kind: Option<String>,
+}
+
+/// Parses `MATCH`, `COUNT` (and for SCAN, `TYPE`) from `argv[from..]`.
+pub(super) fn scan_options(
+    argv: &[Bytes],
+    from: usize,
+    allow_type: bool,
+) -> Result<ScanOptions, CmdError> {
+    let mut o = ScanOptions {
+        pattern: None,
+        count: DEFAULT_SCAN_COUNT,
+        kind: None,
+    };
+    let mut i = from;
     while i < argv.len() {
         let v = argv.get(i + 1).ok_or_else(|| CmdError::msg(SYNTAX))?;
         if is(&argv[i], "match") {
-            pattern = Some(v.clone());
+            o.pattern = Some(glob::Pattern::new(v));
         } else if is(&argv[i], "count") {
-            count = usize::try_from(int(v)?)
+            o.count = usize::try_from(int(v)?)
                 .ok()
                 .filter(|c| *c >= 1)
                 .ok_or_else(|| CmdError::msg(SYNTAX))?;
-        } else if is(&argv[i], "type") {
-            kind = Some(String::from_utf8_lossy(v).to_ascii_lowercase());
+        } else if allow_type && is(&argv[i], "type") {
+            o.kind = Some(String::from_utf8_lossy(v).to_ascii_lowercase());
         } else {
             return Err(CmdError::msg(SYNTAX));
         }
         i += 2;
     }
-    let start = if cursor == 0 {
-        None
-    } else {
-        Some(
-            ctx.shared
-                .cursors
-                .resume(cursor)
-                .ok_or_else(|| CmdError::msg("ERR invalid cursor"))?,
-        )
-    };
+    Ok(o)
+}
+
+/// Where a scan with cursor `cursor` resumes: `None` for the start.
+pub(super) fn resume(ctx: &Ctx<'_, '_>, cursor: u64) -> Result<Option<Vec<u8>>, CmdError> {
+    if cursor == 0 {
+        return Ok(None);
+    }
+    ctx.shared
+        .cursors
+        .resume(cursor)
+        .map(Some)
+        .ok_or_else(|| CmdError::msg("ERR invalid cursor"))
+}
+
+pub(super) fn scan(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    let start = resume(ctx, cursor(&argv[1])?)?;
+    let o = scan_options(argv, 2, true)?;
     let mut found = Vec::new();
     let mut seen = 0usize;
     let mut next: Option<Vec<u8>> = None;
-    walk(ctx, start, |engine_key, k, t| {
-        if seen == count {
+    sk::walk(ctx.txn, start, |engine_key, k, m| {
+        if seen == o.count {
             next = Some(engine_key.to_vec());
             return false;
         }
         seen += 1;
-        let type_ok = kind.as_deref().is_none_or(|want| want == t.name());
-        if type_ok && pattern.as_ref().is_none_or(|p| glob::matches(p, k)) {
+        let type_ok = o.kind.as_deref().is_none_or(|want| want == m.kind.name());
+        if type_ok && o.pattern.as_ref().is_none_or(|p| p.matches(k)) {
             found.push(k.to_vec());
         }
         true
@@ -254,39 +506,49 @@ pub(super) fn scan(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn dbsize(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> CmdResult {
-    let mut n = 0i64;
-    walk(ctx, None, |_, _, _| {
-        n += 1;
-        true
-    })?;
-    ctx.w().integer(n);
+    let n = ctx.txn.db_size(ctx.txn.physical());
+    ctx.w().integer(n as i64);
     Ok(())
 }
 
-pub(super) fn flushdb(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+fn flush_mode(argv: &[Bytes]) -> CmdResult {
     if let Some(a) = argv.get(1) {
         if argv.len() > 2 || !(is(a, "sync") || is(a, "async")) {
             return Err(CmdError::msg(SYNTAX));
         }
     }
-    let mut from = Bound::Unbounded;
-    loop {
-        let mut chunk = Vec::new();
-        ctx.txn.scan(from.clone(), Bound::Unbounded, |k, _| {
-            chunk.push(k.to_vec());
-            chunk.len() < FLUSH_CHUNK
-        })?;
-        let Some(last) = chunk.last().cloned() else {
-            break;
-        };
-        for k in chunk
-            .iter()
-            .filter(|k| k.as_slice() != format::GENERATION_KEY)
-        {
-            ctx.txn.delete(k);
+    Ok(())
+}
+
+pub(super) fn flushdb(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    flush_mode(argv)?;
+    sk::flush_db(ctx.txn)?;
+    ctx.w().ok();
+    Ok(())
+}
+
+pub(super) fn flushall(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    flush_mode(argv)?;
+    sk::flush_all(ctx.txn)?;
+    ctx.w().ok();
+    Ok(())
+}
+
+pub(super) fn swapdb(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    let index = |arg: &[u8], what: &'static str| -> Result<u8, CmdError> {
+        let n = args::parse_i64(arg).ok_or_else(|| CmdError::msg(what))?;
+        u8::try_from(n)
+            .ok()
+            .filter(|&d| usize::from(d) < DATABASES)
+            .ok_or_else(|| CmdError::msg("ERR DB index is out of range"))
+    };
+    let a = index(&argv[1], "ERR invalid first DB index")?;
+    let b = index(&argv[2], "ERR invalid second DB index")?;
+    sk::swap_dbs(ctx.txn, a, b)?;
+    for db in [a, b] {
+        for key in ctx.shared.blocked.keys_in(db) {
+            ctx.txn.ready_in(db, &key);
         }
-        ctx.txn.commit()?;
-        from = Bound::Excluded(last);
     }
     ctx.w().ok();
     Ok(())

@@ -1,13 +1,11 @@
 //! Connection and server commands: PING, ECHO, QUIT, HELLO, AUTH, SELECT, CLIENT, COMMAND, INFO,
-//! CONFIG, SHUTDOWN, TIME.
+//! FUNCTION, DEBUG, WAIT, LASTSAVE, SAVE, SHUTDOWN, TIME (CONFIG is in `config`).
 
 use super::args::{self, is};
-use super::{glob, CmdError, CmdResult, Ctx, COMMANDS, FAST, READONLY, WRITE};
-use crate::config::Appendfsync;
+use super::{CmdError, CmdResult, Ctx, COMMANDS};
 use crate::session::After;
 use bytes::Bytes;
 use shale_proto::resp::Version;
-use std::borrow::Cow;
 
 /// The Redis version Shale answers to (HELLO, INFO): the command set it follows.
 pub const REDIS_COMPAT_VERSION: &str = "7.0.0";
@@ -115,9 +113,102 @@ pub(super) fn hello(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn select(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
-    match args::int(&argv[1])? {
-        0 => ctx.w().ok(),
-        _ => return Err(CmdError::msg("ERR DB index is out of range")),
+    let db = super::keys::db_index(&argv[1])?;
+    ctx.session.db = db;
+    ctx.txn.select(db);
+    ctx.w().ok();
+    Ok(())
+}
+
+/// The handler of MULTI, EXEC, DISCARD, WATCH, UNWATCH and RESET in the table: the executor runs
+/// them itself, so this is never reached.
+pub(super) fn transaction(_ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    Err(CmdError::Msg(
+        format!(
+            "ERR '{}' is run by the executor",
+            args::printable(&argv[0], 32)
+        )
+        .into(),
+    ))
+}
+
+pub(super) fn function(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    let sub = &argv[1];
+    if is(sub, "flush") {
+        match argv.get(2) {
+            None => {}
+            Some(m) if argv.len() == 3 && (is(m, "sync") || is(m, "async")) => {}
+            Some(_) => return Err(CmdError::msg(super::SYNTAX)),
+        }
+        // Shale runs no functions: there is nothing to flush.
+        ctx.w().ok();
+    } else if is(sub, "list") {
+        ctx.w().array(0);
+    } else {
+        return Err(CmdError::Msg(
+            format!(
+                "ERR unknown subcommand '{}'. Shale has no functions.",
+                args::printable(sub, 64)
+            )
+            .into(),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn debug(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    let sub = &argv[1];
+    if is(sub, "set-active-expire") && argv.len() == 3 {
+        let on = args::int(&argv[2])? != 0;
+        ctx.shared.store.set_active_expire(on);
+        ctx.w().ok();
+    } else if is(sub, "sleep") && argv.len() == 3 {
+        let secs = args::parse_f64(&argv[2])
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .ok_or_else(|| CmdError::msg(args::NOT_FLOAT))?;
+        std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(60.0)));
+        ctx.w().ok();
+    } else if is(sub, "quicklist-packed-threshold") || is(sub, "listpack") {
+        ctx.w().ok();
+    } else {
+        return Err(CmdError::Msg(
+            format!(
+                "ERR DEBUG {} is not supported by Shale",
+                args::printable(sub, 64)
+            )
+            .into(),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn wait(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    args::int(&argv[1])?;
+    args::int(&argv[2])?;
+    // No replicas: none acknowledged.
+    ctx.w().integer(0);
+    Ok(())
+}
+
+pub(super) fn lastsave(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> CmdResult {
+    let t = ctx
+        .shared
+        .last_sync
+        .load(std::sync::atomic::Ordering::Relaxed);
+    ctx.w().integer(t as i64);
+    Ok(())
+}
+
+pub(super) fn save(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    // Every write is in the WAL already; a save syncs it.
+    ctx.shared.store.db().sync_wal()?;
+    if is(&argv[0], "bgsave") {
+        ctx.w().simple(b"Background saving started");
+    } else if is(&argv[0], "bgrewriteaof") {
+        ctx.w()
+            .simple(b"Background append only file rewriting started");
+    } else {
+        ctx.w().ok();
     }
     Ok(())
 }
@@ -128,10 +219,11 @@ fn client_line(ctx: &Ctx<'_, '_>) -> String {
             .map_or(String::new(), |b| args::printable(b, 128))
     };
     format!(
-        "id={} addr={} name={} db=0 resp={} lib-name={} lib-ver={}\n",
+        "id={} addr={} name={} db={} resp={} lib-name={} lib-ver={}\n",
         ctx.session.id,
         ctx.session.peer,
         text(&ctx.session.name),
+        ctx.session.db,
         ctx.session.version.number(),
         text(&ctx.session.lib_name),
         text(&ctx.session.lib_ver),
@@ -200,6 +292,24 @@ pub(super) fn client(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
     } else if is(sub, "info") || is(sub, "list") {
         let line = client_line(ctx);
         ctx.w().bulk(line.as_bytes());
+    } else if is(sub, "unblock") {
+        if argv.len() != 3 && argv.len() != 4 {
+            return Err(CmdError::msg(super::SYNTAX));
+        }
+        let id = args::parse_i64(&argv[2]).ok_or_else(|| CmdError::msg(args::NOT_INTEGER))? as u64;
+        let error = match argv.get(3) {
+            None => false,
+            Some(m) if is(m, "timeout") => false,
+            Some(m) if is(m, "error") => true,
+            Some(_) => {
+                return Err(CmdError::msg(
+                    "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+                ))
+            }
+        };
+        let shared = ctx.shared;
+        let done = shared.blocked.unblock(shared, id, error);
+        ctx.w().integer(i64::from(done));
     } else if is(sub, "no-evict") || is(sub, "no-touch") {
         arity(3)?;
         ctx.w().ok();
@@ -217,16 +327,12 @@ pub(super) fn client(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
 
 fn command_info(ctx: &mut Ctx<'_, '_>, index: usize) {
     let c = &COMMANDS[index];
-    let mut flags: Vec<&[u8]> = Vec::new();
-    if c.has(WRITE) {
-        flags.push(b"write");
-    }
-    if c.has(READONLY) {
-        flags.push(b"readonly");
-    }
-    if c.has(FAST) {
-        flags.push(b"fast");
-    }
+    let flags = c.flag_names();
+    let (first, last, step) = match c.keys {
+        super::Keys::None => (0, 0, 0),
+        super::Keys::Range(f, l, s) => (f, l, s),
+        super::Keys::Counted { .. } | super::Keys::Custom(_) => (0, 0, 0),
+    };
     let mut w = ctx.w();
     w.array(10);
     w.bulk(c.name.as_bytes());
@@ -235,9 +341,9 @@ fn command_info(ctx: &mut Ctx<'_, '_>, index: usize) {
     for f in flags {
         w.simple(f);
     }
-    w.integer(i64::from(c.first_key));
-    w.integer(i64::from(c.last_key));
-    w.integer(i64::from(c.step));
+    w.integer(i64::from(first));
+    w.integer(i64::from(last));
+    w.integer(i64::from(step));
     for _ in 0..4 {
         w.array(0);
     }
@@ -289,90 +395,6 @@ pub(super) fn info(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
         .collect();
     let text = crate::info::render(ctx.shared, ctx.session, &sections);
     ctx.w().verbatim(b"txt", text.as_bytes());
-    Ok(())
-}
-
-/// Every parameter CONFIG GET knows, with its current value.
-fn config_params(ctx: &Ctx<'_, '_>) -> Vec<(Cow<'static, str>, String)> {
-    let shared = ctx.shared;
-    let mut params: Vec<(Cow<'static, str>, String)> = shared
-        .config
-        .entries()
-        .into_iter()
-        .filter(|(name, _)| *name != "appendfsync" && *name != "requirepass")
-        .map(|(n, v)| (Cow::Borrowed(n), v))
-        .collect();
-    let fixed = [
-        ("appendfsync", shared.store.appendfsync().name().to_string()),
-        ("appendonly", "yes".to_string()),
-        ("save", String::new()),
-        ("databases", "1".to_string()),
-        ("timeout", "0".to_string()),
-        ("maxmemory", "0".to_string()),
-        (
-            "requirepass",
-            shared.config.requirepass.clone().unwrap_or_default(),
-        ),
-    ];
-    params.extend(fixed.into_iter().map(|(n, v)| (Cow::Borrowed(n), v)));
-    params
-}
-
-pub(super) fn config(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
-    let sub = &argv[1];
-    if is(sub, "get") {
-        if argv.len() < 3 {
-            return Err(super::wrong_arity("config|get"));
-        }
-        let params = config_params(ctx);
-        let found: Vec<_> = params
-            .iter()
-            .filter(|(name, _)| {
-                argv[2..]
-                    .iter()
-                    .any(|p| glob::matches(&p.to_ascii_lowercase(), name.as_bytes()))
-            })
-            .collect();
-        let mut w = ctx.w();
-        w.map(found.len());
-        for (n, v) in found {
-            w.bulk(n.as_bytes());
-            w.bulk(v.as_bytes());
-        }
-    } else if is(sub, "set") {
-        if argv.len() < 4 || !argv.len().is_multiple_of(2) {
-            return Err(super::wrong_arity("config|set"));
-        }
-        for pair in argv[2..].chunks_exact(2) {
-            if !is(&pair[0], "appendfsync") {
-                return Err(CmdError::Msg(
-                    format!(
-                        "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
-                        args::printable(&pair[0], 64)
-                    )
-                    .into(),
-                ));
-            }
-            let mode = std::str::from_utf8(&pair[1])
-                .ok()
-                .and_then(Appendfsync::parse)
-                .ok_or_else(|| {
-                    CmdError::msg("ERR CONFIG SET failed (possibly related to argument 'appendfsync') - argument(s) must be one of the following: always, everysec, no")
-                })?;
-            ctx.shared.store.set_appendfsync(mode);
-        }
-        ctx.w().ok();
-    } else if is(sub, "resetstat") {
-        ctx.w().ok();
-    } else {
-        return Err(CmdError::Msg(
-            format!(
-                "ERR unknown subcommand '{}'. Try CONFIG HELP.",
-                args::printable(sub, 64)
-            )
-            .into(),
-        ));
-    }
     Ok(())
 }
 

@@ -1,23 +1,34 @@
-//! The keyspace encoding: how Redis keys, types, expiry, hash fields and sorted-set members are laid
-//! out as engine keys and values. This is the only module that knows these byte offsets;
-//! `docs/design/0005-server.md` draws them.
+//! The keyspace encoding: how Redis keys, types, databases, expiry and the elements of hashes,
+//! sorted sets, lists and sets are laid out as engine keys and values. This is the only module
+//! that knows these byte offsets; `docs/format/keyspace.md` draws them.
 //!
-//! Engine keys (do not change: on-disk format):
-//! - `m` + key hash (2 bytes BE, [`key_hash`]) + user key -> meta record: `type u8 | expire_at_ms u64 BE (0 = none) | body`, where the
-//!   body of a string is its value and the body of a hash or sorted set is
-//!   `generation u64 BE | length u64 BE`.
+//! Engine keys (do not change: on-disk format, version [`FORMAT_VERSION`]):
+//! - `m` + db u8 + key hash u16 BE ([`key_hash`]) + user key -> meta record:
+//!   `type u8 | expire_at_ms u64 BE (0 = none) | body`. A string's body is its value; a hash's,
+//!   sorted set's or set's is `generation u64 BE | length u64 BE`; a list's is
+//!   `generation | length | head u64 BE` (the position of its first element).
 //! - `h` + generation + field -> the field's value.
 //! - `z` + generation + member -> the member's score (f64 bits, BE).
-//! - `s` + generation + ordered score + member -> empty: the score-ordered index of a sorted set.
-//! - `x` + expire_at_ms u64 BE + user key -> empty: the expiry index the background sweep reads.
-//!   Entries may be stale (a later write changed the key's expiry); the sweep checks the meta
-//!   record before acting and drops stale entries.
-//! - `\0gen` -> the highest collection generation handed out (u64 BE).
+//! - `s` + generation + ordered score (8 bytes) + member -> empty: the score-ordered index.
+//! - `l` + generation + position u64 BE -> a list element; positions `head..head + length`.
+//! - `e` + generation + member -> empty: a set member.
+//! - `x` + expire_at_ms u64 BE + db u8 + user key -> empty: the expiry index the background
+//!   sweep reads. Entries may be stale (a later write changed the key's expiry); the sweep checks
+//!   the meta record before acting and drops stale entries.
+//! - `\0fmt` -> the format version (u32 BE). `\0gen` -> the generation counter (u64 BE).
+//!   `\0dbs` -> 16 bytes: the physical database of each logical one (SWAPDB swaps two).
+//!   `\0cnt` + physical db u8 -> the number of keys of that database (u64 BE).
 //!
-//! A collection's fields live under its generation, not under its name, so a collection that is
-//! overwritten without being read first (a plain `SET`) leaves fields no meta record points to:
-//! invisible garbage, never resurrected by a later collection of the same name, which gets a new
-//! generation.
+//! `db` in engine keys is the *physical* database; SELECT names a logical one, mapped through
+//! `\0dbs`, so SWAPDB rewrites one record.
+//!
+//! A collection's elements live under its generation, not under its name: renaming or moving a
+//! collection rewrites one meta record, and a collection deleted in pieces can never be
+//! resurrected by a later one of the same name, which gets a new generation. A generation is a
+//! counter passed through a bijective mixer ([`generation_of`]), so generations are unique and
+//! spread evenly over their 64 bits: the FloDB membuffer takes its bucket from the bits after the
+//! first two key bytes, and a collection's elements then share one bucket (a scan of the
+//! collection drains one bucket) while different collections spread over all of them.
 
 // Decodes bytes read from disk or the wire: a bad byte is an error, never a panic.
 #![cfg_attr(
@@ -33,14 +44,34 @@ pub const HASH_FIELD: u8 = b'h';
 pub const ZSET_MEMBER: u8 = b'z';
 /// Prefix of the score-ordered sorted-set index. Do not change: on-disk format.
 pub const ZSET_SCORE: u8 = b's';
+/// Prefix of list elements. Do not change: on-disk format.
+pub const LIST_ITEM: u8 = b'l';
+/// Prefix of set members. Do not change: on-disk format.
+pub const SET_MEMBER: u8 = b'e';
 /// Prefix of the expiry index. Do not change: on-disk format.
 pub const EXPIRY: u8 = b'x';
-/// The generation high-water mark. Do not change: on-disk format.
+/// The format version record. Do not change: on-disk format.
+pub const FORMAT_KEY: &[u8] = b"\0fmt";
+/// The generation counter. Do not change: on-disk format.
 pub const GENERATION_KEY: &[u8] = b"\0gen";
+/// The logical -> physical database map. Do not change: on-disk format.
+pub const DB_MAP_KEY: &[u8] = b"\0dbs";
+/// Prefix of the per-database key counts. Do not change: on-disk format.
+pub const COUNT_PREFIX: &[u8] = b"\0cnt";
+
+/// The encoding this module writes. Version 0 (no `\0fmt` record) had no databases: meta keys
+/// were `m` + hash + key and expiry entries `x` + time + key; [`super::migrate`] rewrites it.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Number of databases (SELECT 0 to 15).
+pub const DATABASES: usize = 16;
 
 /// Bytes before the body of a meta record: type and expiry.
 pub const META_HEADER_LEN: usize = 9;
-const COLLECTION_BODY_LEN: usize = 16;
+/// Bytes of a meta key before the user key: tag, db, key hash.
+pub const META_KEY_PREFIX_LEN: usize = 4;
+/// Length of [`collection_prefix`]: tag and generation.
+pub const COLLECTION_PREFIX_LEN: usize = 9;
 
 /// The type of a key. Tag values are on-disk format: never renumber them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +82,10 @@ pub enum Kind {
     Hash = 2,
     /// A sorted set.
     ZSet = 3,
+    /// A list.
+    List = 4,
+    /// A set.
+    Set = 5,
 }
 
 impl Kind {
@@ -60,6 +95,8 @@ impl Kind {
             Kind::String => "string",
             Kind::Hash => "hash",
             Kind::ZSet => "zset",
+            Kind::List => "list",
+            Kind::Set => "set",
         }
     }
 
@@ -68,7 +105,29 @@ impl Kind {
             1 => Some(Kind::String),
             2 => Some(Kind::Hash),
             3 => Some(Kind::ZSet),
+            4 => Some(Kind::List),
+            5 => Some(Kind::Set),
             _ => None,
+        }
+    }
+
+    /// Bytes of a meta body for this kind (a string's is its value: 0 here).
+    fn body_len(self) -> usize {
+        match self {
+            Kind::String => 0,
+            Kind::Hash | Kind::ZSet | Kind::Set => 16,
+            Kind::List => 24,
+        }
+    }
+
+    /// The prefix tags of this kind's element records (none for a string).
+    pub fn element_tags(self) -> &'static [u8] {
+        match self {
+            Kind::String => &[],
+            Kind::Hash => &[HASH_FIELD],
+            Kind::ZSet => &[ZSET_MEMBER, ZSET_SCORE],
+            Kind::List => &[LIST_ITEM],
+            Kind::Set => &[SET_MEMBER],
         }
     }
 }
@@ -80,10 +139,12 @@ pub struct Meta {
     pub kind: Kind,
     /// Milliseconds since the Unix epoch at which the key expires; 0 when it never does.
     pub expire_at: u64,
-    /// For a hash or sorted set: the generation its fields live under.
+    /// For a collection: the generation its elements live under.
     pub generation: u64,
-    /// For a hash or sorted set: the number of fields or members.
+    /// For a collection: the number of elements.
     pub len: u64,
+    /// For a list: the position of its first element.
+    pub head: u64,
     raw: Vec<u8>,
 }
 
@@ -91,22 +152,36 @@ impl Meta {
     /// Decodes a meta record; `None` when the bytes are damaged.
     pub fn decode(raw: Vec<u8>) -> Option<Meta> {
         let kind = Kind::from_tag(*raw.first()?)?;
-        let expire_at = u64::from_be_bytes(raw.get(1..META_HEADER_LEN)?.try_into().ok()?);
-        let (generation, len) = match kind {
-            Kind::String => (0, 0),
-            Kind::Hash | Kind::ZSet => {
-                let body = raw.get(META_HEADER_LEN..META_HEADER_LEN + COLLECTION_BODY_LEN)?;
-                let (generation, len) = body.split_at_checked(8)?;
-                (read_u64(generation)?, read_u64(len)?)
+        let expire_at = read_u64(raw.get(1..META_HEADER_LEN)?)?;
+        let (mut generation, mut len, mut head) = (0, 0, 0);
+        if kind != Kind::String {
+            let body = raw.get(META_HEADER_LEN..META_HEADER_LEN + kind.body_len())?;
+            generation = read_u64(body.get(..8)?)?;
+            len = read_u64(body.get(8..16)?)?;
+            if kind == Kind::List {
+                head = read_u64(body.get(16..24)?)?;
             }
-        };
+        }
         Some(Meta {
             kind,
             expire_at,
             generation,
             len,
+            head,
             raw,
         })
+    }
+
+    /// A new collection's meta (not yet encoded).
+    pub fn collection(kind: Kind, generation: u64) -> Meta {
+        Meta {
+            kind,
+            expire_at: 0,
+            generation,
+            len: 0,
+            head: LIST_START,
+            raw: Vec::new(),
+        }
     }
 
     /// A string's value (empty for other types).
@@ -128,13 +203,22 @@ impl Meta {
         self.expire_at != 0 && self.expire_at <= now_ms
     }
 
-    /// Re-encodes this record with another expiry.
-    pub fn with_expiry(&self, expire_at: u64) -> Vec<u8> {
-        let mut raw = self.raw.clone();
-        if let Some(field) = raw.get_mut(1..META_HEADER_LEN) {
-            field.copy_from_slice(&expire_at.to_be_bytes());
+    /// The record's bytes, re-encoded from the fields (for a string: with its value).
+    pub fn encode(&self) -> Vec<u8> {
+        match self.kind {
+            Kind::String => string_meta(self.string_value(), self.expire_at),
+            kind => {
+                let mut out = Vec::with_capacity(META_HEADER_LEN + kind.body_len());
+                out.push(kind as u8);
+                out.extend_from_slice(&self.expire_at.to_be_bytes());
+                out.extend_from_slice(&self.generation.to_be_bytes());
+                out.extend_from_slice(&self.len.to_be_bytes());
+                if kind == Kind::List {
+                    out.extend_from_slice(&self.head.to_be_bytes());
+                }
+                out
+            }
         }
-        raw
     }
 }
 
@@ -151,29 +235,23 @@ pub fn string_meta(value: &[u8], expire_at: u64) -> Vec<u8> {
     out
 }
 
-/// The meta record of a hash or sorted set.
-pub fn collection_meta(kind: Kind, expire_at: u64, generation: u64, len: u64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(META_HEADER_LEN + COLLECTION_BODY_LEN);
-    out.push(kind as u8);
-    out.extend_from_slice(&expire_at.to_be_bytes());
-    out.extend_from_slice(&generation.to_be_bytes());
-    out.extend_from_slice(&len.to_be_bytes());
-    out
-}
-
-/// Bytes of the key hash between the meta prefix and the user key.
-pub const KEY_HASH_LEN: usize = 2;
-
-/// The engine key of `key`'s meta record: `m`, a 2-byte hash of the key, the key. The hash
-/// spreads meta records evenly over the engine's key space, so FloDB's membuffer (whose bucket
-/// is a key's leading bits) absorbs writes of keys that share a long prefix (`key:000...`) in
-/// all its buckets rather than a few. Keys therefore iterate in hash order, not name order.
-pub fn meta_key(key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + KEY_HASH_LEN + key.len());
+/// The engine key of `key`'s meta record in physical database `db`: `m`, the db, a 2-byte hash
+/// of the key, the key. The hash spreads meta records evenly over the engine's key space, so
+/// FloDB's membuffer (whose bucket is taken after the first two key bytes) absorbs writes of keys
+/// that share a long prefix (`key:000...`) in all its buckets rather than a few. Keys therefore
+/// iterate in hash order, not name order.
+pub fn meta_key(db: u8, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(META_KEY_PREFIX_LEN + key.len());
     out.push(META);
+    out.push(db);
     out.extend_from_slice(&key_hash(key).to_be_bytes());
     out.extend_from_slice(key);
     out
+}
+
+/// The prefix of every meta key of physical database `db`.
+pub fn meta_prefix(db: u8) -> [u8; 2] {
+    [META, db]
 }
 
 /// The 16-bit hash of a user key in its meta record's engine key (FNV-1a, folded).
@@ -189,22 +267,39 @@ pub fn key_hash(key: &[u8]) -> u16 {
 
 /// The user key of a meta record's engine key.
 pub fn user_key(meta_key: &[u8]) -> &[u8] {
-    meta_key.get(1 + KEY_HASH_LEN..).unwrap_or_default()
+    meta_key.get(META_KEY_PREFIX_LEN..).unwrap_or_default()
+}
+
+/// The generation of the `counter`-th collection: a bijective mix of the counter (so distinct
+/// counters give distinct generations) that spreads consecutive collections over the key space.
+/// Do not change: on-disk format (generations in meta records are kept, not recomputed, but a
+/// changed mixer could hand out a generation still in use).
+pub fn generation_of(counter: u64) -> u64 {
+    // The finalizer of SplitMix64: xor-shifts and odd multiplications, each invertible.
+    let mut z = counter;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// The engine key of a hash field.
 pub fn field_key(generation: u64, field: &[u8]) -> Vec<u8> {
-    prefixed(HASH_FIELD, &generation.to_be_bytes(), field)
+    element_key(HASH_FIELD, generation, field)
 }
 
 /// The engine key of a sorted-set member's score.
 pub fn member_key(generation: u64, member: &[u8]) -> Vec<u8> {
-    prefixed(ZSET_MEMBER, &generation.to_be_bytes(), member)
+    element_key(ZSET_MEMBER, generation, member)
+}
+
+/// The engine key of a set member.
+pub fn set_member_key(generation: u64, member: &[u8]) -> Vec<u8> {
+    element_key(SET_MEMBER, generation, member)
 }
 
 /// The engine key of a sorted-set index entry.
 pub fn score_key(generation: u64, score: f64, member: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(17 + member.len());
+    let mut out = Vec::with_capacity(COLLECTION_PREFIX_LEN + 8 + member.len());
     out.push(ZSET_SCORE);
     out.extend_from_slice(&generation.to_be_bytes());
     out.extend_from_slice(&ordered_score(score));
@@ -212,14 +307,30 @@ pub fn score_key(generation: u64, score: f64, member: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The prefix of every engine key of a collection's fields (`tag` is [`HASH_FIELD`],
-/// [`ZSET_MEMBER`] or [`ZSET_SCORE`]).
-pub fn collection_prefix(tag: u8, generation: u64) -> Vec<u8> {
-    prefixed(tag, &generation.to_be_bytes(), &[])
+/// The position of the first element of a new list: the middle of the position space, so a list
+/// can grow 2^63 elements either way.
+pub const LIST_START: u64 = 1 << 63;
+
+/// The engine key of the list element at `position`.
+pub fn list_key(generation: u64, position: u64) -> Vec<u8> {
+    element_key(LIST_ITEM, generation, &position.to_be_bytes())
 }
 
-/// Length of [`collection_prefix`].
-pub const COLLECTION_PREFIX_LEN: usize = 9;
+/// The position in a list element's engine key.
+pub fn split_list_key(key: &[u8]) -> Option<u64> {
+    read_u64(key.get(COLLECTION_PREFIX_LEN..)?)
+}
+
+/// The prefix of every engine key of a collection's elements (`tag` is one of
+/// [`Kind::element_tags`]).
+pub fn collection_prefix(tag: u8, generation: u64) -> Vec<u8> {
+    element_key(tag, generation, &[])
+}
+
+/// The field or member of an element key (after [`collection_prefix`]).
+pub fn element_name(key: &[u8]) -> &[u8] {
+    key.get(COLLECTION_PREFIX_LEN..).unwrap_or_default()
+}
 
 /// The score and member of an index entry's engine key.
 pub fn split_score_key(key: &[u8]) -> Option<(f64, &[u8])> {
@@ -229,14 +340,31 @@ pub fn split_score_key(key: &[u8]) -> Option<(f64, &[u8])> {
 }
 
 /// The engine key of an expiry index entry.
-pub fn expiry_key(expire_at: u64, key: &[u8]) -> Vec<u8> {
-    prefixed(EXPIRY, &expire_at.to_be_bytes(), key)
+pub fn expiry_key(expire_at: u64, db: u8, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(10 + key.len());
+    out.push(EXPIRY);
+    out.extend_from_slice(&expire_at.to_be_bytes());
+    out.push(db);
+    out.extend_from_slice(key);
+    out
 }
 
-/// The expiry time and user key of an expiry index entry.
-pub fn split_expiry_key(key: &[u8]) -> Option<(u64, &[u8])> {
+/// The expiry time, physical db and user key of an expiry index entry.
+pub fn split_expiry_key(key: &[u8]) -> Option<(u64, u8, &[u8])> {
     let at = read_u64(key.get(1..9)?)?;
-    Some((at, key.get(9..)?))
+    Some((at, *key.get(9)?, key.get(10..)?))
+}
+
+/// The engine key of physical database `db`'s key count.
+pub fn count_key(db: u8) -> Vec<u8> {
+    let mut out = COUNT_PREFIX.to_vec();
+    out.push(db);
+    out
+}
+
+/// Decodes a u64 record (counts, the generation counter); `None` when damaged.
+pub fn decode_u64(bytes: &[u8]) -> Option<u64> {
+    read_u64(bytes.get(..8)?)
 }
 
 /// A score as stored in a member record.
@@ -273,12 +401,28 @@ pub fn score_from_ordered(bytes: [u8; 8]) -> f64 {
     f64::from_bits(bits)
 }
 
-fn prefixed(tag: u8, middle: &[u8], rest: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + middle.len() + rest.len());
+fn element_key(tag: u8, generation: u64, rest: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(COLLECTION_PREFIX_LEN + rest.len());
     out.push(tag);
-    out.extend_from_slice(middle);
+    out.extend_from_slice(&generation.to_be_bytes());
     out.extend_from_slice(rest);
     out
+}
+
+/// Version 0's layout, read only by the migration.
+pub mod v0 {
+    /// Bytes of a version-0 meta key before the user key: tag and key hash.
+    pub const META_KEY_PREFIX_LEN: usize = 3;
+
+    /// The user key of a version-0 meta key.
+    pub fn user_key(meta_key: &[u8]) -> Option<&[u8]> {
+        meta_key.get(META_KEY_PREFIX_LEN..)
+    }
+
+    /// The expiry time and user key of a version-0 expiry entry (`x` + time + key).
+    pub fn split_expiry_key(key: &[u8]) -> Option<(u64, &[u8])> {
+        Some((super::read_u64(key.get(1..9)?)?, key.get(9..)?))
+    }
 }
 
 #[cfg(test)]
@@ -316,18 +460,53 @@ mod tests {
             (m.kind, m.expire_at, m.string_value()),
             (Kind::String, 42, &b"value"[..])
         );
-        assert_eq!(Meta::decode(m.with_expiry(7)).unwrap().expire_at, 7);
-        let c = Meta::decode(collection_meta(Kind::ZSet, 0, 9, 3)).unwrap();
-        assert_eq!((c.kind, c.generation, c.len), (Kind::ZSet, 9, 3));
+        assert_eq!(Meta::decode(m.encode()).unwrap(), m);
+        let mut c = Meta::collection(Kind::List, 9);
+        c.len = 3;
+        c.head = 77;
+        c.expire_at = 5;
+        let d = Meta::decode(c.encode()).unwrap();
+        assert_eq!(
+            (d.kind, d.generation, d.len, d.head, d.expire_at),
+            (Kind::List, 9, 3, 77, 5)
+        );
+        let mut z = Meta::collection(Kind::ZSet, 4);
+        z.len = 2;
+        let d = Meta::decode(z.encode()).unwrap();
+        assert_eq!((d.kind, d.generation, d.len), (Kind::ZSet, 4, 2));
         assert!(Meta::decode(vec![9, 0]).is_none());
         assert!(Meta::decode(vec![2; 12]).is_none());
+        assert!(Meta::decode(vec![4; 30]).is_none());
     }
 
     #[test]
-    fn index_keys_split_back() {
+    fn element_keys_split_back() {
         let k = score_key(5, -3.5, b"member");
         assert_eq!(split_score_key(&k), Some((-3.5, &b"member"[..])));
-        let x = expiry_key(99, b"key");
-        assert_eq!(split_expiry_key(&x), Some((99, &b"key"[..])));
+        let x = expiry_key(99, 3, b"key");
+        assert_eq!(split_expiry_key(&x), Some((99, 3, &b"key"[..])));
+        let l = list_key(7, LIST_START + 2);
+        assert_eq!(split_list_key(&l), Some(LIST_START + 2));
+        assert_eq!(element_name(&field_key(1, b"f")), b"f");
+        assert_eq!(user_key(&meta_key(2, b"abc")), b"abc");
+    }
+
+    #[test]
+    fn list_positions_sort_in_list_order() {
+        let a = list_key(1, LIST_START - 1);
+        let b = list_key(1, LIST_START);
+        let c = list_key(1, LIST_START + 1);
+        assert!(a < b && b < c);
+    }
+
+    #[test]
+    fn generations_are_distinct_and_spread() {
+        let gens: std::collections::HashSet<u64> = (0..10_000).map(generation_of).collect();
+        assert_eq!(gens.len(), 10_000);
+        // Consecutive counters land in different top bytes most of the time.
+        let tops: std::collections::HashSet<u8> = (1000..1256)
+            .map(|c| (generation_of(c) >> 56) as u8)
+            .collect();
+        assert!(tops.len() > 128, "{}", tops.len());
     }
 }

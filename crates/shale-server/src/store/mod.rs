@@ -1,35 +1,56 @@
 //! The keyspace: Redis types over the ordered engine.
 //!
 //! [`Store`] owns the [`shale::Db`] and everything shared by all connections: the striped key
-//! locks, the generation counter of collections, the durability mode. A pipeline batch runs as
-//! one [`Txn`]: it locks the stripes of every key its write commands name, executes the commands
-//! in order, and commits their writes as one `WriteBatch`.
+//! locks, the collection generation counter, the database map and key counts, the durability
+//! mode, the WATCH registry. A batch (a pipeline's commands, or one MULTI/EXEC) runs as one
+//! [`Txn`]: it locks the stripes of every key its write commands name, executes the commands in
+//! order, and commits their writes as one `WriteBatch` through [`Store::commit`], the one place
+//! where a batch reaches the engine.
+//!
+//! One module per type owns that type's records, WRONGTYPE checks, counts and deletion:
+//! [`strings`], [`hashes`], [`zsets`], [`lists`], [`sets`]; [`keys`] holds what every type shares
+//! (lookup, deletion, expiry, rename, move, copy, walking a database). `format` is the byte layout
+//! (`docs/format/keyspace.md`).
 //!
 //! Concurrency contract:
-//! - Every command that writes a key runs with that key's stripe locked until the batch commits:
-//!   exclusively for read-modify-write commands (`INCR`, `HSET`, `ZADD`, ...), which are thus
-//!   atomic across connections, shared for blind writes (plain `SET`, `MSET`), which then never
-//!   wait for each other (see [`locks`]). Stripes are always locked in ascending order, so two
-//!   batches never deadlock.
-//! - `FLUSHDB`/`FLUSHALL` take the keyspace lock exclusively; every batch holds it shared.
-//! - Reads without writes take no stripe lock: they see the engine's latest committed state.
+//! - Every command that writes a key runs with that key's stripe locked exclusively until the
+//!   batch commits, so every command is atomic against the others, across connections. Stripes
+//!   are always locked in ascending order, so two batches never deadlock.
+//! - FLUSHDB, FLUSHALL and SWAPDB take the keyspace lock exclusively; every batch holds it shared,
+//!   so the database map never changes under a batch.
+//! - Reads without writes take no stripe lock: they see the engine's latest committed state
+//!   (EXEC also locks its read keys' stripes, shared, for an isolated transaction).
+//! - Key counts change only in [`Store::commit`], under the count lock, which orders the count
+//!   records in the engine as their batches.
 //! - Nothing awaits while a lock is held: a batch runs start to end on one thread.
 
+pub mod dump;
 pub mod expiry;
 pub mod format;
+pub mod hashes;
+pub mod keys;
+pub mod lists;
 mod locks;
+mod migrate;
+pub mod sample;
+pub mod sets;
+pub mod strings;
 pub mod syncer;
 mod txn;
+pub mod watch;
+pub mod zsets;
 
 pub use locks::StripeSet;
-pub use txn::{upper_bound, Mark, Txn};
+pub use txn::{upper_bound, Dir, Mark, Txn};
 
 use crate::config::Appendfsync;
 use crate::metrics::Histogram;
-use parking_lot::RwLock;
+use format::DATABASES;
+use parking_lot::{Mutex, RwLock};
 use shale::{Db, Durability, WriteBatch, WriteOptions};
+use std::borrow::Cow;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch.
@@ -39,35 +60,84 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Why a store operation failed: what the client is told.
+#[derive(Debug)]
+pub enum Error {
+    /// The key holds another type (`WRONGTYPE ...`).
+    WrongType,
+    /// A Redis error line, code first (`ERR hash value is not an integer`).
+    Reply(Cow<'static, str>),
+    /// An engine failure.
+    Engine(shale::Error),
+}
+
+impl Error {
+    /// An error reply from a static line.
+    pub fn reply(line: &'static str) -> Error {
+        Error::Reply(Cow::Borrowed(line))
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::WrongType => f.write_str("WRONGTYPE"),
+            Error::Reply(line) => f.write_str(line),
+            Error::Engine(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<shale::Error> for Error {
+    fn from(e: shale::Error) -> Error {
+        Error::Engine(e)
+    }
+}
+
+/// The result of a store operation.
+pub type Result<T> = std::result::Result<T, Error>;
+
 /// See the module documentation.
 pub struct Store {
     db: Db,
     stripes: locks::Stripes,
     keyspace: RwLock<()>,
-    // INVARIANT: greater than every generation stored in the engine (restored from
-    // `format::GENERATION_KEY` and the clock at open, persisted with every new collection).
+    // INVARIANT: greater than every counter value whose generation is stored in the engine
+    // (restored from `format::GENERATION_KEY` and the clock at open, persisted with every batch
+    // that creates a collection).
     next_generation: AtomicU64,
+    /// Logical -> physical database; changed only by SWAPDB under the exclusive keyspace lock.
+    db_map: [AtomicU8; DATABASES],
+    /// Keys per physical database. The lock is held across the commit of a batch that changes
+    /// a count (see [`Store::commit`]); the atomics mirror it for readers.
+    counts: Mutex<[u64; DATABASES]>,
+    count_view: [AtomicU64; DATABASES],
     appendfsync: AtomicU8,
     /// Whether the expiry index may hold entries: set at open when it does, and by every write
     /// that adds one, before its commit; never cleared. While it is false the expiry sweep reads
     /// nothing: a range read would make the engine drain FloDB's membuffer every sweep period.
     expiring: AtomicBool,
+    /// Whether the background sweep runs (DEBUG SET-ACTIVE-EXPIRE).
+    active_expire: AtomicBool,
+    /// Clients blocked on lists or sorted sets (maintained by the executor's blocking registry):
+    /// while it is zero, batches do not record which keys got elements.
+    blocked_clients: AtomicUsize,
     /// Engine commit (WriteBatch) latency.
     pub commit_latency: Histogram,
     /// Group commit under `appendfsync always`.
     pub syncer: syncer::Syncer,
+    /// WATCHed keys.
+    pub watches: watch::Watches,
 }
 
 impl Store {
-    /// Wraps an open database.
+    /// Wraps an open database, migrating an older keyspace encoding first.
     ///
     /// # Errors
-    /// The engine's error if the generation record cannot be read.
+    /// The engine's error; `Corruption` for damaged store records; `NotSupported` for a
+    /// keyspace written by a newer version.
     pub fn new(db: Db, appendfsync: Appendfsync) -> shale::Result<Store> {
-        let stored = db
-            .get(format::GENERATION_KEY)?
-            .and_then(|v| v.get(..8).and_then(|b| b.try_into().ok()))
-            .map_or(0, u64::from_be_bytes);
+        let state = migrate::open(&db)?;
         let clock = now_ms().saturating_mul(1000);
         let expiring = match db
             .range((
@@ -83,23 +153,53 @@ impl Store {
             db,
             stripes: locks::Stripes::new(),
             keyspace: RwLock::new(()),
-            next_generation: AtomicU64::new(stored.max(clock) + 1),
+            next_generation: AtomicU64::new(state.generation_counter.max(clock) + 1),
+            db_map: state.db_map.map(AtomicU8::new),
+            count_view: state.counts.map(AtomicU64::new),
+            counts: Mutex::new(state.counts),
             appendfsync: AtomicU8::new(appendfsync as u8),
             expiring: AtomicBool::new(expiring),
+            active_expire: AtomicBool::new(true),
+            blocked_clients: AtomicUsize::new(0),
             commit_latency: Histogram::default(),
             syncer: syncer::Syncer::default(),
+            watches: watch::Watches::default(),
         })
     }
 
-    /// Whether the expiry index may hold entries (see the field).
+    /// Whether the expiry index may hold entries (see the field) and the sweep is on.
     pub fn may_have_expiring_keys(&self) -> bool {
-        self.expiring.load(Ordering::Acquire)
+        self.expiring.load(Ordering::Acquire) && self.active_expire.load(Ordering::Relaxed)
+    }
+
+    /// Turns the background expiry sweep on or off (keys still expire when read).
+    pub fn set_active_expire(&self, on: bool) {
+        self.active_expire.store(on, Ordering::Relaxed);
     }
 
     /// Records that the expiry index is about to hold an entry.
     pub(crate) fn note_expiring_key(&self) {
         if !self.expiring.load(Ordering::Relaxed) {
             self.expiring.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether any client is blocked on a key.
+    pub fn has_blocked_clients(&self) -> bool {
+        self.blocked_clients.load(Ordering::Acquire) > 0
+    }
+
+    /// How many clients are blocked on keys.
+    pub fn blocked_clients(&self) -> usize {
+        self.blocked_clients.load(Ordering::Acquire)
+    }
+
+    /// Counts a client that blocks (`+1`) or stops being blocked (`-1`).
+    pub fn note_blocked(&self, delta: isize) {
+        if delta > 0 {
+            self.blocked_clients.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.blocked_clients.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -136,7 +236,42 @@ impl Store {
 
     /// A new collection generation.
     pub fn new_generation(&self) -> u64 {
-        self.next_generation.fetch_add(1, Ordering::Relaxed)
+        format::generation_of(self.next_generation.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The generation counter's value to persist: at least every counter handed out.
+    pub fn generation_counter(&self) -> u64 {
+        self.next_generation.load(Ordering::Relaxed)
+    }
+
+    /// The physical database behind logical database `db`.
+    pub fn physical(&self, db: u8) -> u8 {
+        self.db_map[usize::from(db) % DATABASES].load(Ordering::Relaxed)
+    }
+
+    /// The logical database whose data is in physical database `physical`.
+    pub fn logical(&self, physical: u8) -> u8 {
+        (0..DATABASES as u8)
+            .find(|&db| self.physical(db) == physical)
+            .unwrap_or(physical)
+    }
+
+    /// The map of logical to physical databases.
+    pub fn db_map(&self) -> [u8; DATABASES] {
+        std::array::from_fn(|i| self.db_map[i].load(Ordering::Relaxed))
+    }
+
+    /// Installs a new database map (SWAPDB, under the exclusive keyspace lock, after the batch
+    /// that persisted it committed).
+    pub(crate) fn set_db_map(&self, map: [u8; DATABASES]) {
+        for (slot, physical) in self.db_map.iter().zip(map) {
+            slot.store(physical, Ordering::Relaxed);
+        }
+    }
+
+    /// The committed number of keys of physical database `db`.
+    pub fn db_size(&self, db: u8) -> u64 {
+        self.count_view[usize::from(db) % DATABASES].load(Ordering::Relaxed)
     }
 
     /// Starts a batch that will write the keys whose stripes are in `stripes`.
@@ -144,27 +279,52 @@ impl Store {
         Txn::new(self, self.keyspace.read(), self.stripes.lock(stripes))
     }
 
-    /// Starts a batch that holds the whole keyspace exclusively (FLUSHDB).
+    /// Starts a batch that holds the whole keyspace exclusively (FLUSHDB, SWAPDB).
     pub fn exclusive_txn(&self) -> Txn<'_> {
         Txn::exclusive(self, self.keyspace.write())
     }
 
-    /// Commits `batch` with the current durability.
+    /// Commits `batch` with the current durability, changing the key count of each physical
+    /// database by `counts`: the one place where a batch of the server reaches the engine (a
+    /// replicated server routes this call through its log).
+    ///
+    /// A batch that changes a count carries the new counts as records and commits under the
+    /// count lock, so the count records reach the engine in the order of the counts they hold.
     ///
     /// # Errors
-    /// The engine's write error.
-    pub fn commit(&self, batch: WriteBatch) -> shale::Result<()> {
-        if batch.is_empty() {
+    /// The engine's write error (the counts are then left as they were).
+    pub fn commit(&self, mut batch: WriteBatch, counts: &[i64; DATABASES]) -> shale::Result<()> {
+        if batch.is_empty() && counts.iter().all(|&d| d == 0) {
             return Ok(());
         }
         let started = Instant::now();
-        let result = self.db.write(
-            batch,
-            &WriteOptions {
-                durability: self.durability(),
-            },
-        );
+        let options = WriteOptions {
+            durability: self.durability(),
+        };
+        let result = if counts.iter().all(|&d| d == 0) {
+            self.db.write(batch, &options)
+        } else {
+            let mut held = self.counts.lock();
+            let mut next = *held;
+            for (db, &delta) in counts.iter().enumerate() {
+                if delta != 0 {
+                    next[db] = (next[db] as i64 + delta).max(0) as u64;
+                    batch.put(format::count_key(db as u8), next[db].to_be_bytes());
+                }
+            }
+            let result = self.db.write(batch, &options);
+            if result.is_ok() {
+                *held = next;
+                for (view, n) in self.count_view.iter().zip(next) {
+                    view.store(n, Ordering::Relaxed);
+                }
+            }
+            result
+        };
         self.commit_latency.observe(started.elapsed());
         result
     }
 }
+
+#[cfg(test)]
+mod tests;

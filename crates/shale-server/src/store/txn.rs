@@ -1,18 +1,26 @@
-//! One pipeline batch against the store: locks held, writes staged in one `WriteBatch`.
+//! One batch against the store: locks held, writes staged, committed as one engine `WriteBatch`.
 //!
-//! Writes are staged, not applied, until [`Txn::commit`]; a read of a key with a staged write
-//! commits first (so a batch reads its own writes without an overlay copy of every value), and so
-//! does every range scan. A batch usually commits once, at its end.
+//! Writes are staged in the batch, not applied, until [`Txn::commit`]; every read sees them: a
+//! point read looks at the staged writes first (a hash of each staged key makes the usual miss
+//! cheap), and a range scan merges the staged writes in its range with the engine's entries. So
+//! a pipeline batch or a whole MULTI/EXEC commits once, atomically, however its commands read
+//! their own writes.
+//!
+//! The batch also carries what the commit must know besides the writes: the key-count changes
+//! of each database, whether a new collection generation was handed out, and which keys were
+//! modified (for WATCH) or grew (for clients blocked on them).
 //!
 //! When a commit fails, the replies already written for the commands whose writes it carried are
 //! wrong: [`Txn::take_failure`] tells the executor which to replace with the error.
 
-use super::format::{self, Meta};
+use super::format::{self, Meta, DATABASES};
 use super::locks::StripeGuard;
 use super::Store;
+use bytes::Bytes;
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 use rustc_hash::{FxBuildHasher, FxHashSet};
 use shale::{Error, ErrorKind, WriteBatch};
+use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::ops::Bound;
 
@@ -24,12 +32,24 @@ enum KeyspaceGuard<'a> {
 /// An engine key read ahead, and its value (`None` once taken or when the read failed).
 type ReadAhead = (Vec<u8>, Option<Option<Vec<u8>>>);
 
+/// A staged write: the engine key and its new value (`None`: a deletion).
+type Staged = (Vec<u8>, Option<Bytes>);
+
 /// How many read-ahead entries from the expected one a read looks through for its key.
 const READ_AHEAD_LOOK: usize = 4;
 
-/// A read looks for its key among at most this many staged keys by scanning them; past it, through
-/// a hash set. Most batches stage a few keys and never read one: they pay for no set.
+/// A read looks for its key among at most this many staged keys by scanning their hashes; past
+/// it, through a hash set. Most batches stage a few keys: they pay for no set.
 const STAGED_SCAN_MAX: usize = 32;
+
+/// The direction of a scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    /// Ascending keys.
+    Forward,
+    /// Descending keys.
+    Backward,
+}
 
 /// Where the commands of the uncommitted writes started, for failure handling.
 #[derive(Debug, Clone, Copy)]
@@ -40,29 +60,44 @@ pub struct Mark {
     pub command: usize,
 }
 
+/// A key modified by the batch: logical db, user key, and whether the modification deleted it.
+pub type Touched = (u8, Vec<u8>, bool);
+
 /// See the module documentation.
 pub struct Txn<'a> {
     store: &'a Store,
     _keyspace: KeyspaceGuard<'a>,
     _stripes: Vec<StripeGuard<'a>>,
-    batch: WriteBatch,
-    // Hashes of the engine keys staged in `batch`, in staging order (a collision only costs an
-    // early commit). A read scans them while there are few; past [`STAGED_SCAN_MAX`] it looks
-    // them up in `staged_set`, which then holds `staged[..staged_indexed]`.
-    staged: Vec<u64>,
+    staged: Vec<Staged>,
+    // Hashes of the engine keys in `staged`, in staging order (a collision only costs a search
+    // of `staged`). A read scans them while there are few; past [`STAGED_SCAN_MAX`] it looks
+    // them up in `staged_set`, which then holds `staged_hashes[..staged_indexed]`.
+    staged_hashes: Vec<u64>,
     staged_set: FxHashSet<u64>,
     staged_indexed: usize,
     // Engine keys and values read ahead for the batch's read commands, in the order the
-    // commands read them (see [`Txn::read_ahead_meta`]); a value is `None` once taken or when its
-    // read failed. `read_ahead_next` is where the next command's read is looked for.
-    // INVARIANT: empty after any commit, so an entry never predates a write of this batch.
+    // commands read them (see [`Txn::read_ahead_meta`]). Valid until the next commit: before
+    // it, a key this batch wrote is answered from `staged` first.
     read_ahead: Vec<ReadAhead>,
     read_ahead_next: usize,
+    /// Key-count change of each physical database, applied with the commit.
+    counts: [i64; DATABASES],
+    /// Whether this batch handed out a collection generation (the counter is then persisted).
+    new_generation: bool,
+    /// Staged writes ever (not reset by a commit): a command that changed it wrote something.
+    writes: u64,
     current: Option<Mark>,
     staged_since: Option<Mark>,
     failure: Option<(Mark, Error)>,
-    expired: Vec<Vec<u8>>,
+    /// Keys found expired: (physical db, user key), deleted after the batch.
+    expired: Vec<(u8, Vec<u8>)>,
+    /// Modified keys, for WATCH (only while someone watches).
+    touched: Vec<Touched>,
+    /// Lists and sorted sets that got elements, for blocked clients (only while any is blocked).
+    ready: Vec<(u8, Vec<u8>)>,
     now_ms: u64,
+    db: u8,
+    physical: u8,
 }
 
 impl<'a> Txn<'a> {
@@ -87,17 +122,24 @@ impl<'a> Txn<'a> {
             store,
             _keyspace: keyspace,
             _stripes: stripes,
-            batch: WriteBatch::new(),
             staged: Vec::new(),
+            staged_hashes: Vec::new(),
             staged_set: FxHashSet::default(),
             staged_indexed: 0,
             read_ahead: Vec::new(),
             read_ahead_next: 0,
+            counts: [0; DATABASES],
+            new_generation: false,
+            writes: 0,
             current: None,
             staged_since: None,
             failure: None,
             expired: Vec::new(),
+            touched: Vec::new(),
+            ready: Vec::new(),
             now_ms: super::now_ms(),
+            db: 0,
+            physical: store.physical(0),
         }
     }
 
@@ -109,6 +151,27 @@ impl<'a> Txn<'a> {
     /// The batch's clock: one reading for all its commands, as Redis uses one per command.
     pub fn now_ms(&self) -> u64 {
         self.now_ms
+    }
+
+    /// Makes logical database `db` (0 to 15) the one the following commands work on.
+    pub fn select(&mut self, db: u8) {
+        self.db = db;
+        self.physical = self.store.physical(db);
+    }
+
+    /// The logical database commands work on.
+    pub fn db(&self) -> u8 {
+        self.db
+    }
+
+    /// The physical database behind [`Txn::db`]: the one engine keys name.
+    pub fn physical(&self) -> u8 {
+        self.physical
+    }
+
+    /// How many writes this batch has staged so far (never decreases).
+    pub fn writes(&self) -> u64 {
+        self.writes
     }
 
     /// Tells the batch which command runs next and where its reply starts.
@@ -127,66 +190,148 @@ impl<'a> Txn<'a> {
     }
 
     /// Stages a put.
-    pub fn put(&mut self, key: &[u8], value: &[u8]) {
+    pub fn put(&mut self, key: Vec<u8>, value: impl Into<Bytes>) {
         if key.first() == Some(&format::EXPIRY) {
             self.store.note_expiring_key();
         }
-        self.note_staged(key);
-        self.batch.put(key, value);
+        self.stage(key, Some(value.into()));
     }
 
     /// Stages a delete.
-    pub fn delete(&mut self, key: &[u8]) {
-        self.note_staged(key);
-        self.batch.delete(key);
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.stage(key, None);
     }
 
-    fn note_staged(&mut self, key: &[u8]) {
-        self.staged.push(Self::key_hash(key));
+    fn stage(&mut self, key: Vec<u8>, value: Option<Bytes>) {
+        self.staged_hashes.push(Self::key_hash(&key));
+        self.staged.push((key, value));
+        self.writes += 1;
         if self.staged_since.is_none() {
             self.staged_since = self.current;
         }
     }
 
+    /// Records that physical database `db` gained (`delta > 0`) or lost keys.
+    pub fn count(&mut self, db: u8, delta: i64) {
+        self.counts[usize::from(db)] += delta;
+    }
+
+    /// The number of keys of physical database `db`, with this batch's staged changes.
+    pub fn db_size(&self, db: u8) -> u64 {
+        let committed = self.store.db_size(db) as i64;
+        (committed + self.counts[usize::from(db)]).max(0) as u64
+    }
+
+    /// Records that `key` of the current database was modified (`deleted`: it no longer exists),
+    /// for clients that WATCH it.
+    pub fn touch(&mut self, key: &[u8], deleted: bool) {
+        let db = self.db;
+        self.touch_in(db, key, deleted);
+    }
+
+    /// [`Txn::touch`] in logical database `db`.
+    pub fn touch_in(&mut self, db: u8, key: &[u8], deleted: bool) {
+        if self.store.watches.any() {
+            self.touched.push((db, key.to_vec(), deleted));
+        }
+    }
+
+    /// Records that list or sorted set `key` of the current database got elements, for clients
+    /// blocked on it.
+    pub fn ready(&mut self, key: &[u8]) {
+        let db = self.db;
+        self.ready_in(db, key);
+    }
+
+    /// [`Txn::ready`] in logical database `db`.
+    pub fn ready_in(&mut self, db: u8, key: &[u8]) {
+        if self.store.has_blocked_clients() {
+            self.ready.push((db, key.to_vec()));
+        }
+    }
+
+    /// The keys that got elements (see [`Txn::ready`]), taken.
+    pub fn take_ready(&mut self) -> Vec<(u8, Vec<u8>)> {
+        std::mem::take(&mut self.ready)
+    }
+
+    /// A new collection generation, persisted with this batch.
+    pub fn new_generation(&mut self) -> u64 {
+        self.new_generation = true;
+        self.store.new_generation()
+    }
+
     /// Whether a key with hash `hash` may have a staged write.
     fn is_staged(&mut self, hash: u64) -> bool {
-        if self.staged.len() <= STAGED_SCAN_MAX {
-            return self.staged.contains(&hash);
+        if self.staged_hashes.len() <= STAGED_SCAN_MAX {
+            return self.staged_hashes.contains(&hash);
         }
         self.staged_set
-            .extend(self.staged[self.staged_indexed..].iter().copied());
-        self.staged_indexed = self.staged.len();
+            .extend(self.staged_hashes[self.staged_indexed..].iter().copied());
+        self.staged_indexed = self.staged_hashes.len();
         self.staged_set.contains(&hash)
     }
 
-    /// Commits the staged writes.
+    /// The newest staged write of `key`: `Some(None)` for a staged deletion.
+    fn staged_value(&mut self, key: &[u8]) -> Option<Option<&Bytes>> {
+        if self.staged.is_empty() || !self.is_staged(Self::key_hash(key)) {
+            return None;
+        }
+        self.staged
+            .iter()
+            .rev()
+            .find(|(k, _)| k.as_slice() == key)
+            .map(|(_, v)| v.as_ref())
+    }
+
+    /// Commits the staged writes with the batch's count changes, and reports the keys it
+    /// modified to their watchers.
     ///
     /// # Errors
     /// The engine's write error; the failure is also kept for [`Txn::take_failure`].
     pub fn commit(&mut self) -> shale::Result<()> {
-        if self.batch.is_empty() {
+        if !self.touched.is_empty() {
+            self.store.watches.touch(&self.touched);
+            self.touched.clear();
+        }
+        if self.staged.is_empty() && self.counts.iter().all(|&d| d == 0) {
             return Ok(());
         }
-        let batch = std::mem::take(&mut self.batch);
-        self.staged.clear();
+        let mut batch = WriteBatch::new();
+        for (k, v) in self.staged.drain(..) {
+            match v {
+                Some(v) => batch.put(k, v),
+                None => batch.delete(k),
+            };
+        }
+        if std::mem::take(&mut self.new_generation) {
+            batch.put(
+                format::GENERATION_KEY,
+                self.store.generation_counter().to_be_bytes(),
+            );
+        }
+        self.staged_hashes.clear();
         self.staged_set.clear();
         self.staged_indexed = 0;
         self.read_ahead.clear();
         self.read_ahead_next = 0;
+        let counts = std::mem::take(&mut self.counts);
         let since = self.staged_since.take();
-        let result = self.store.commit(batch);
+        let result = self.store.commit(batch, &counts);
         if let (Err(e), Some(mark)) = (&result, since) {
             self.failure = Some((mark, e.clone()));
         }
         result
     }
 
-    /// Reads the meta records of `keys` with one engine `multi_get`, whose lookups overlap
-    /// their cache misses, for the batch's commands to find. A read of one is then as good as a
-    /// read at the command's turn: every command of the batch had arrived before it, and a write
-    /// of this batch is seen (a commit drops what was read ahead).
+    /// Reads the meta records of `keys` (in the current database) with one engine `multi_get`,
+    /// whose lookups overlap their cache misses, for the batch's commands to find. A read of one
+    /// is then as good as a read at the command's turn: every command of the batch had arrived
+    /// before it, the keys of the batch's writes are locked, and a key this batch wrote is
+    /// answered from its staged writes.
     pub fn read_ahead_meta<'k>(&mut self, keys: impl Iterator<Item = &'k [u8]>) {
-        let keys: Vec<Vec<u8>> = keys.map(format::meta_key).collect();
+        let db = self.physical;
+        let keys: Vec<Vec<u8>> = keys.map(|k| format::meta_key(db, k)).collect();
         let values = self.store.db().multi_get(&keys);
         // A failed read is left for the command to repeat and report.
         self.read_ahead
@@ -207,10 +352,10 @@ impl<'a> Txn<'a> {
     /// The engine value of `key`, seeing this batch's staged writes.
     ///
     /// # Errors
-    /// The engine's error (or a failed commit of staged writes).
+    /// The engine's error.
     pub fn get(&mut self, key: &[u8]) -> shale::Result<Option<Vec<u8>>> {
-        if !self.staged.is_empty() && self.is_staged(Self::key_hash(key)) {
-            self.commit()?;
+        if let Some(staged) = self.staged_value(key) {
+            return Ok(staged.map(|v| v.to_vec()));
         }
         if self.read_ahead_next < self.read_ahead.len() {
             if let Some(value) = self.take_read_ahead(key) {
@@ -220,35 +365,85 @@ impl<'a> Txn<'a> {
         self.store.db().get(key)
     }
 
-    /// The live meta record of user key `key`: `None` when absent or expired (an expired key is
-    /// remembered for deletion once the batch's locks are released).
+    /// The engine values of `keys`, seeing this batch's staged writes; the keys not staged are
+    /// read with one engine `multi_get`.
+    ///
+    /// # Errors
+    /// The engine's error.
+    pub fn get_many(&mut self, keys: &[Vec<u8>]) -> shale::Result<Vec<Option<Vec<u8>>>> {
+        let mut out = Vec::with_capacity(keys.len());
+        let mut missing = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            match self.staged_value(k) {
+                Some(v) => out.push(v.map(|v| v.to_vec())),
+                None => {
+                    out.push(None);
+                    missing.push(i);
+                }
+            }
+        }
+        match missing.len() {
+            0 => {}
+            1 => out[missing[0]] = self.store.db().get(&keys[missing[0]])?,
+            _ => {
+                let wanted: Vec<&[u8]> = missing.iter().map(|&i| keys[i].as_slice()).collect();
+                for (i, v) in missing.iter().zip(self.store.db().multi_get(&wanted)) {
+                    out[*i] = v?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether engine key `key` exists, seeing this batch's staged writes.
+    ///
+    /// # Errors
+    /// The engine's error.
+    pub fn contains(&mut self, key: &[u8]) -> shale::Result<bool> {
+        if let Some(staged) = self.staged_value(key) {
+            return Ok(staged.is_some());
+        }
+        Ok(self.store.db().get(key)?.is_some())
+    }
+
+    /// The live meta record of user key `key` in the current database: `None` when absent or
+    /// expired (an expired key is remembered for deletion once the batch's locks are released).
     ///
     /// # Errors
     /// The engine's error, or `Corruption` for a damaged record.
     pub fn meta(&mut self, key: &[u8]) -> shale::Result<Option<Meta>> {
-        let Some(meta) = self.meta_even_expired(key)? else {
+        let db = self.physical;
+        self.meta_in(db, key)
+    }
+
+    /// [`Txn::meta`] in physical database `db`.
+    ///
+    /// # Errors
+    /// The engine's error, or `Corruption` for a damaged record.
+    pub fn meta_in(&mut self, db: u8, key: &[u8]) -> shale::Result<Option<Meta>> {
+        let Some(meta) = self.meta_even_expired_in(db, key)? else {
             return Ok(None);
         };
         if meta.is_expired(self.now_ms) {
-            self.expired.push(key.to_vec());
+            self.expired.push((db, key.to_vec()));
             return Ok(None);
         }
         Ok(Some(meta))
     }
 
-    /// The meta record of user key `key`, expired or not.
+    /// The meta record of user key `key` in physical database `db`, expired or not.
     ///
     /// # Errors
     /// The engine's error, or `Corruption` for a damaged record.
-    pub fn meta_even_expired(&mut self, key: &[u8]) -> shale::Result<Option<Meta>> {
-        match self.get(&format::meta_key(key))? {
+    pub fn meta_even_expired_in(&mut self, db: u8, key: &[u8]) -> shale::Result<Option<Meta>> {
+        match self.get(&format::meta_key(db, key))? {
             None => Ok(None),
             Some(raw) => Meta::decode(raw).map(Some).ok_or_else(|| damaged(key)),
         }
     }
 
-    /// Visits engine entries with keys in `[lo, hi)` in order (after committing staged writes),
-    /// until `visit` returns false.
+    /// Visits the entries with keys in `(lo, hi)`, this batch's staged writes merged in, in
+    /// direction `dir`, until `visit` returns false. One engine iteration.
     ///
     /// # Errors
     /// The engine's error.
@@ -256,97 +451,134 @@ impl<'a> Txn<'a> {
         &mut self,
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
+        dir: Dir,
         mut visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> shale::Result<()> {
-        self.commit()?;
-        for item in self.store.db().range((lo, hi)) {
-            let (k, v) = item?;
-            if !visit(&k, &v) {
-                break;
+        let staged = self.staged_in(&lo, &hi, dir);
+        let mut engine = self.store.db().range((lo, hi));
+        let mut next_engine = || match dir {
+            Dir::Forward => engine.next(),
+            Dir::Backward => engine.next_back(),
+        };
+        let before = |a: &[u8], b: &[u8]| match dir {
+            Dir::Forward => a < b,
+            Dir::Backward => a > b,
+        };
+        let mut staged = staged.into_iter().peekable();
+        let mut pending = next_engine().transpose()?;
+        loop {
+            let take_staged = match (staged.peek(), &pending) {
+                (None, None) => return Ok(()),
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some((sk, _)), Some((ek, _))) => !before(ek, sk),
+            };
+            if take_staged {
+                let (sk, sv) = staged.next().expect("peeked");
+                if pending.as_ref().is_some_and(|(ek, _)| ek.as_slice() == sk) {
+                    pending = next_engine().transpose()?;
+                }
+                if let Some(v) = sv {
+                    if !visit(sk, v) {
+                        return Ok(());
+                    }
+                }
+            } else {
+                let (ek, ev) = pending.take().expect("checked");
+                if !visit(&ek, &ev) {
+                    return Ok(());
+                }
+                pending = next_engine().transpose()?;
             }
         }
-        Ok(())
     }
 
-    /// Stages the deletion of every engine key under `prefix`.
+    /// Visits every entry whose key starts with `prefix` (see [`Txn::scan`]).
+    ///
+    /// # Errors
+    /// The engine's error.
+    pub fn scan_prefix(
+        &mut self,
+        prefix: &[u8],
+        dir: Dir,
+        visit: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> shale::Result<()> {
+        self.scan(
+            Bound::Included(prefix.to_vec()),
+            upper_bound(prefix),
+            dir,
+            visit,
+        )
+    }
+
+    /// The newest staged write of every staged key in `(lo, hi)`, sorted in direction `dir`.
+    fn staged_in(
+        &self,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+        dir: Dir,
+    ) -> Vec<(&[u8], Option<&[u8]>)> {
+        if self.staged.is_empty() {
+            return Vec::new();
+        }
+        let mut newest: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
+        for (k, v) in &self.staged {
+            if in_bounds(k, lo, hi) {
+                newest.insert(k, v.as_deref());
+            }
+        }
+        let mut out: Vec<_> = newest.into_iter().collect();
+        if dir == Dir::Backward {
+            out.reverse();
+        }
+        out
+    }
+
+    /// Stages the deletion of every engine key under `prefix`; returns how many.
     ///
     /// # Errors
     /// The engine's error.
     pub fn delete_prefix(&mut self, prefix: &[u8]) -> shale::Result<usize> {
         let mut keys = Vec::new();
-        self.scan(
-            Bound::Included(prefix.to_vec()),
-            upper_bound(prefix),
-            |k, _| {
-                keys.push(k.to_vec());
-                true
-            },
-        )?;
-        for k in &keys {
+        self.scan_prefix(prefix, Dir::Forward, |k, _| {
+            keys.push(k.to_vec());
+            true
+        })?;
+        let n = keys.len();
+        for k in keys {
             self.delete(k);
         }
-        Ok(keys.len())
+        Ok(n)
     }
 
-    /// Stages the deletion of `key` and everything it owns, given its meta record.
-    ///
-    /// # Errors
-    /// The engine's error.
-    pub fn delete_key(&mut self, key: &[u8], meta: &Meta) -> shale::Result<()> {
-        match meta.kind {
-            format::Kind::String => {}
-            format::Kind::Hash => {
-                self.delete_prefix(&format::collection_prefix(
-                    format::HASH_FIELD,
-                    meta.generation,
-                ))?;
-            }
-            format::Kind::ZSet => {
-                self.delete_prefix(&format::collection_prefix(
-                    format::ZSET_MEMBER,
-                    meta.generation,
-                ))?;
-                self.delete_prefix(&format::collection_prefix(
-                    format::ZSET_SCORE,
-                    meta.generation,
-                ))?;
-            }
-        }
-        if meta.expire_at != 0 {
-            self.delete(&format::expiry_key(meta.expire_at, key));
-        }
-        self.delete(&format::meta_key(key));
-        Ok(())
-    }
-
-    /// A new collection generation, persisted with this batch.
-    pub fn new_generation(&mut self) -> u64 {
-        let generation = self.store.new_generation();
-        self.batch
-            .put(format::GENERATION_KEY, generation.to_be_bytes());
-        generation
-    }
-
-    /// Keys found expired by reads in this batch; delete them after the batch (see
-    /// [`super::expiry`]).
-    pub fn take_expired(&mut self) -> Vec<Vec<u8>> {
+    /// Keys found expired by reads in this batch, as (physical db, key); delete them after the
+    /// batch (see [`super::expiry`]).
+    pub fn take_expired(&mut self) -> Vec<(u8, Vec<u8>)> {
         std::mem::take(&mut self.expired)
     }
 }
 
-/// The exclusive upper bound of every key starting with `prefix`.
-pub fn upper_bound(prefix: &[u8]) -> Bound<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last != 0xff {
-            end.push(last + 1);
-            return Bound::Excluded(end);
-        }
-    }
-    Bound::Unbounded
+fn in_bounds(key: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    let above = match lo {
+        Bound::Included(l) => key >= l.as_slice(),
+        Bound::Excluded(l) => key > l.as_slice(),
+        Bound::Unbounded => true,
+    };
+    let below = match hi {
+        Bound::Included(h) => key <= h.as_slice(),
+        Bound::Excluded(h) => key < h.as_slice(),
+        Bound::Unbounded => true,
+    };
+    above && below
 }
 
-fn damaged(key: &[u8]) -> Error {
+/// The exclusive upper bound of every key starting with `prefix`.
+pub fn upper_bound(prefix: &[u8]) -> Bound<Vec<u8>> {
+    shale::iter::prefix_upper_bound(prefix)
+}
+
+/// The error for a meta record that does not decode.
+pub fn damaged(key: &[u8]) -> Error {
     Error::new(
         ErrorKind::Corruption,
         format!(

@@ -1,0 +1,329 @@
+//! The batch executor: runs every request decoded from one read of a connection.
+//!
+//! Consecutive ordinary commands run as one batch ([`run_segment`]): the batch locks the stripes
+//! of every key its write commands name, runs the commands in order (each writes its reply into
+//! the connection's output buffer), and commits their writes as one engine `WriteBatch`; the
+//! connection then sends every reply with one write. A command that needs the whole keyspace
+//! (FLUSHDB, SWAPDB) runs in a batch of its own. The transaction commands (MULTI, EXEC, DISCARD,
+//! WATCH, UNWATCH, RESET) are the executor's own ([`multi`]): between MULTI and EXEC commands are
+//! queued, and EXEC runs the queue as one batch. A blocking command with nothing to pop ends
+//! the batch: the connection waits ([`blocking`]) and then carries on with the requests after it.
+//!
+//! After a batch commits, clients blocked on the lists and sorted sets it filled are served
+//! ([`blocking::Blocked::serve`]) before its replies go out.
+//!
+//! This module knows nothing of sockets or RESP framing: it takes decoded requests and appends
+//! replies, so a second protocol front end (Mega-KV's binary protocol) can drive the same store
+//! through its own executor beside this one.
+
+pub mod blocking;
+pub mod multi;
+
+use crate::commands::{
+    self, CmdError, Command, Ctx, COMMANDS, EXCLUSIVE, NO_AUTH, READONLY, TXN, WRITE,
+};
+use crate::config::MAX_KEY_LEN;
+use crate::metrics::add;
+use crate::session::{After, Session};
+use crate::shared::Shared;
+use crate::store::{expiry, Mark, StripeSet, Txn};
+use bytes::BytesMut;
+use shale_proto::resp::Request;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// The error for a key over [`MAX_KEY_LEN`].
+pub const KEY_TOO_LONG: &str = "ERR key is too long (Shale keys are at most 67108800 bytes)";
+
+/// Whether any of `requests` may write (under `appendfsync always` such a batch waits for an
+/// fsync; a batch of reads does not). EXEC counts as a write.
+pub fn writes_anything(requests: &[Request]) -> bool {
+    requests.iter().any(|r| {
+        commands::lookup(r.name())
+            .is_some_and(|c| COMMANDS[c].has(WRITE) || COMMANDS[c].name == "exec")
+    })
+}
+
+/// What a call of [`execute`] leaves to the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every request ran (or the connection is to close).
+    Done,
+    /// The request before `resume` blocked (its wait is in `Session::blocked`): once it is
+    /// answered, execution goes on from `resume`.
+    Blocked {
+        /// The index of the first request not yet run.
+        resume: usize,
+    },
+}
+
+/// Runs `requests` in order, appending one reply per request to `out` (fewer when a command
+/// ends the connection or blocks).
+pub fn execute(
+    shared: &Shared,
+    session: &mut Session,
+    requests: &[Request],
+    out: &mut BytesMut,
+) -> Outcome {
+    add(&shared.metrics.batches, 1);
+    add(&shared.metrics.batched_requests, requests.len() as u64);
+    let resolved: Vec<Option<usize>> = requests
+        .iter()
+        .map(|r| commands::lookup(r.name()))
+        .collect();
+    let command = |i: usize| resolved[i].map(|c| &COMMANDS[c]);
+    let is_txn = |i: usize| command(i).is_some_and(|c| c.has(TXN));
+    let exclusive = |i: usize| command(i).is_some_and(|c| c.has(EXCLUSIVE));
+    let mut i = 0;
+    while i < requests.len() && session.after == After::Continue {
+        if session.multi.is_some() && !multi::runs_in_multi(command(i)) {
+            multi::queue(session, &requests[i], command(i), out);
+            i += 1;
+            continue;
+        }
+        if let Some(c) = command(i).filter(|c| c.has(TXN)) {
+            multi::control(shared, session, c, requests[i].argv(), out);
+            i += 1;
+            continue;
+        }
+        let end = if exclusive(i) {
+            i + 1
+        } else {
+            (i + 1..requests.len())
+                .find(|&j| exclusive(j) || is_txn(j))
+                .unwrap_or(requests.len())
+        };
+        if let Some(blocked) =
+            run_segment(shared, session, &requests[i..end], &resolved[i..end], out)
+        {
+            return Outcome::Blocked {
+                resume: i + blocked + 1,
+            };
+        }
+        i = end;
+    }
+    Outcome::Done
+}
+
+/// The stripes a batch of `requests` locks: the keys of its write commands exclusively, and
+/// (`lock_reads`, for EXEC) those of its read commands shared.
+fn stripes_of<'r>(
+    requests: impl Iterator<Item = (&'r Request, Option<&'static Command>)>,
+    lock_reads: bool,
+) -> StripeSet {
+    let mut stripes = StripeSet::new();
+    for (r, c) in requests {
+        let Some(c) = c.filter(|c| c.arity_ok(r.argv().len())) else {
+            continue;
+        };
+        if c.has(WRITE) {
+            c.for_each_key(r.argv(), |k| stripes.add(k));
+        } else if lock_reads {
+            c.for_each_key(r.argv(), |k| stripes.add_shared(k));
+        }
+    }
+    stripes
+}
+
+/// Runs consecutive ordinary commands as one batch. Returns the index of a command that blocked
+/// (the batch ends there).
+fn run_segment(
+    shared: &Shared,
+    session: &mut Session,
+    requests: &[Request],
+    resolved: &[Option<usize>],
+    out: &mut BytesMut,
+) -> Option<usize> {
+    let store = &shared.store;
+    let commands = || {
+        requests
+            .iter()
+            .zip(resolved.iter().map(|c| c.map(|c| &COMMANDS[c])))
+    };
+    let exclusive = resolved.len() == 1 && resolved[0].is_some_and(|c| COMMANDS[c].has(EXCLUSIVE));
+    let mut txn = if exclusive && session.authenticated {
+        store.exclusive_txn()
+    } else {
+        store.txn(&stripes_of(commands(), false))
+    };
+    txn.select(session.db);
+    if session.authenticated {
+        read_ahead(&mut txn, requests, resolved);
+    }
+    let limit = shared.config.client_output_buffer_limit;
+    let mut ran = 0;
+    let mut blocked = None;
+    // One clock reading per command: each command's latency runs from the previous reading.
+    let mut clock = Instant::now();
+    for (i, (request, command)) in requests.iter().zip(resolved).enumerate() {
+        if session.after != After::Continue {
+            break;
+        }
+        let mark = Mark {
+            out_len: out.len(),
+            command: i,
+        };
+        txn.mark(mark);
+        run_one(
+            shared, session, &mut txn, request, *command, out, &mut clock, false,
+        );
+        ran = i + 1;
+        if let Some((failed, e)) = txn.take_failure() {
+            replace_with_errors(session, out, failed, i + 1, &e);
+        }
+        if out.len() > limit {
+            out.truncate(mark.out_len);
+            CmdError::msg("ERR reply exceeds client-output-buffer-limit; closing the connection")
+                .write(out, session.version);
+            session.after = After::Close;
+        }
+        if session.blocked.is_some() {
+            blocked = Some(i);
+            break;
+        }
+    }
+    finish(shared, session, txn, out, ran);
+    blocked
+}
+
+/// Commits a batch, reports a failed commit in the replies of the commands it carried, deletes
+/// the keys it found expired and serves the clients blocked on keys it filled.
+fn finish(shared: &Shared, session: &Session, mut txn: Txn<'_>, out: &mut BytesMut, ran: usize) {
+    if txn.commit().is_err() {
+        if let Some((failed, e)) = txn.take_failure() {
+            replace_with_errors(session, out, failed, ran, &e);
+        }
+    }
+    let expired = txn.take_expired();
+    let ready = txn.take_ready();
+    drop(txn);
+    after_commit(shared, expired, ready);
+}
+
+/// What follows every commit once the batch's locks are released.
+fn after_commit(shared: &Shared, expired: Vec<(u8, Vec<u8>)>, ready: Vec<(u8, Vec<u8>)>) {
+    if !expired.is_empty() {
+        match expiry::delete_expired(&shared.store, &expired) {
+            Ok(n) => add(&shared.metrics.expired_keys, n as u64),
+            Err(e) => tracing::warn!(error = ?e, "deleting expired keys failed"),
+        }
+    }
+    if !ready.is_empty() {
+        shared.blocked.serve(shared, ready);
+    }
+}
+
+/// Below this many keys a batch reads them one by one: a lone lookup has no other lookup to
+/// overlap.
+const MIN_READ_AHEAD_KEYS: usize = 2;
+
+/// Reads ahead the meta records of the keys the batch's commands name, in order (see
+/// [`Txn::read_ahead_meta`]). A write command's keys are locked by this batch, so what is read
+/// ahead for them stays current until the batch itself writes them.
+fn read_ahead(txn: &mut Txn<'_>, requests: &[Request], resolved: &[Option<usize>]) {
+    let mut keys: Vec<&[u8]> = Vec::with_capacity(requests.len());
+    for (r, c) in requests.iter().zip(resolved) {
+        let Some(c) = c.map(|c| &COMMANDS[c]) else {
+            continue;
+        };
+        if c.has(READONLY | WRITE) && !c.has(EXCLUSIVE) && c.arity_ok(r.argv().len()) {
+            c.for_each_key(r.argv(), |k| {
+                if k.len() <= MAX_KEY_LEN {
+                    keys.push(k);
+                }
+            });
+        }
+    }
+    if keys.len() >= MIN_READ_AHEAD_KEYS {
+        txn.read_ahead_meta(keys.into_iter());
+    }
+}
+
+/// Replaces the replies of commands `failed.command..end` with the commit error: their writes
+/// were not applied.
+fn replace_with_errors(
+    session: &Session,
+    out: &mut BytesMut,
+    failed: Mark,
+    end: usize,
+    e: &shale::Error,
+) {
+    out.truncate(failed.out_len);
+    for _ in failed.command..end {
+        CmdError::Engine(e.clone()).write(out, session.version);
+    }
+}
+
+/// The checks every command passes before its handler: authentication, arity, key length.
+fn precheck(session: &Session, c: &Command, argv: &[bytes::Bytes]) -> Result<(), CmdError> {
+    if !session.authenticated && !c.has(NO_AUTH) {
+        Err(CmdError::msg("NOAUTH Authentication required."))
+    } else if !c.arity_ok(argv.len()) {
+        Err(commands::wrong_arity(c.name))
+    } else if too_long(c, argv) {
+        Err(CmdError::msg(KEY_TOO_LONG))
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether a key argument of `argv` is over [`MAX_KEY_LEN`].
+pub(crate) fn too_long(c: &Command, argv: &[bytes::Bytes]) -> bool {
+    let mut long = false;
+    c.for_each_key(argv, |k| long |= k.len() > MAX_KEY_LEN);
+    long
+}
+
+/// Runs one command, appending its reply. `clock` is the previous clock reading: the command's
+/// latency runs from it, and it moves to the command's end. `in_exec`: the command runs inside
+/// EXEC (it never blocks).
+#[allow(clippy::too_many_arguments)]
+fn run_one<'a>(
+    shared: &'a Shared,
+    session: &mut Session,
+    txn: &mut Txn<'a>,
+    request: &Request,
+    command: Option<usize>,
+    out: &mut BytesMut,
+    clock: &mut Instant,
+    in_exec: bool,
+) {
+    let argv = request.argv();
+    let Some(index) = command else {
+        add(&shared.metrics.unknown_commands, 1);
+        commands::unknown_command(argv).write(out, session.version);
+        return;
+    };
+    let c = &COMMANDS[index];
+    let result = precheck(session, c, argv).and_then(|()| {
+        txn.select(session.db);
+        let mut ctx = Ctx {
+            txn,
+            session,
+            shared,
+            out,
+            in_exec,
+        };
+        let r = (c.run)(&mut ctx, argv);
+        let now = Instant::now();
+        shared.metrics.commands[index]
+            .latency
+            .observe(now.saturating_duration_since(*clock));
+        *clock = now;
+        r
+    });
+    let stats = &shared.metrics.commands[index];
+    stats.calls.fetch_add(1, Ordering::Relaxed);
+    if let Err(e) = result {
+        stats.errors.fetch_add(1, Ordering::Relaxed);
+        e.write(out, session.version);
+    }
+}
+
+/// Releases what a closing connection holds: its WATCHes and a blocked command's registration.
+pub fn end_session(shared: &Shared, session: &mut Session) {
+    multi::unwatch_all(shared, session);
+    if let Some(b) = session.blocked.take() {
+        b.cancel(shared);
+    }
+}

@@ -1,0 +1,187 @@
+//! Unit tests of the store: batches read their own writes, scans merge staged writes, key counts
+//! follow creations and deletions, a batch commits once, the version-0 migration.
+
+use super::format::{self, Kind};
+use super::*;
+use bytes::Bytes;
+use shale::fs::MemFs;
+use std::sync::Arc;
+
+fn open(fs: &Arc<MemFs>) -> Store {
+    let options = shale::Options {
+        fs: fs.clone(),
+        ..shale::Options::default()
+    };
+    let db = Db::open("/db", options).unwrap();
+    Store::new(db, Appendfsync::Everysec).unwrap()
+}
+
+fn b(s: &str) -> Bytes {
+    Bytes::from(s.to_string())
+}
+
+#[test]
+fn a_batch_reads_its_own_writes_in_points_and_scans() {
+    let fs = Arc::new(MemFs::new());
+    let store = open(&fs);
+    let mut txn = store.txn(&StripeSet::new());
+    hashes::set(&mut txn, b"h", &[b("a"), b("1"), b("c"), b("3")]).unwrap();
+    txn.commit().unwrap();
+    hashes::set(&mut txn, b"h", &[b("b"), b("2"), b("a"), b("9")]).unwrap();
+    hashes::delete(&mut txn, b"h", &[b("c")]).unwrap();
+    // Nothing of the second half is committed yet, but the batch sees all of it.
+    assert_eq!(
+        hashes::get(&mut txn, b"h", b"a").unwrap(),
+        Some(b"9".to_vec())
+    );
+    let all = hashes::get_all(&mut txn, b"h").unwrap();
+    assert_eq!(
+        all,
+        vec![
+            (b"a".to_vec(), b"9".to_vec()),
+            (b"b".to_vec(), b"2".to_vec())
+        ]
+    );
+    assert_eq!(hashes::len(&mut txn, b"h").unwrap(), 2);
+    // Backward scans merge the same way.
+    let mut seen = Vec::new();
+    let m = keys::lookup(&mut txn, b"h").unwrap().unwrap();
+    let prefix = format::collection_prefix(format::HASH_FIELD, m.generation);
+    txn.scan_prefix(&prefix, Dir::Backward, |k, _| {
+        seen.push(format::element_name(k).to_vec());
+        true
+    })
+    .unwrap();
+    assert_eq!(seen, vec![b"b".to_vec(), b"a".to_vec()]);
+    drop(txn);
+    // Dropped without commit: the second half never happened.
+    let mut txn = store.txn(&StripeSet::new());
+    assert_eq!(hashes::len(&mut txn, b"h").unwrap(), 2);
+    assert_eq!(
+        hashes::get(&mut txn, b"h", b"c").unwrap(),
+        Some(b"3".to_vec())
+    );
+}
+
+#[test]
+fn key_counts_follow_creations_overwrites_and_deletions() {
+    let fs = Arc::new(MemFs::new());
+    let store = open(&fs);
+    let mut txn = store.txn(&StripeSet::new());
+    txn.select(3);
+    let p = txn.physical();
+    strings::put(&mut txn, b"s", b"v", 0, None).unwrap();
+    sets::add(&mut txn, b"set", &[b("x")]).unwrap();
+    lists::push(&mut txn, b"l", &[b("a")], lists::End::Left, false).unwrap();
+    assert_eq!(txn.db_size(p), 3, "staged counts are seen by the batch");
+    txn.commit().unwrap();
+    assert_eq!(store.db_size(p), 3);
+    // Overwriting a list with a string keeps the count and drops the elements.
+    let old = keys::lookup_write(&mut txn, b"l").unwrap();
+    strings::put(&mut txn, b"l", b"now", 0, old.as_ref()).unwrap();
+    sets::remove(&mut txn, b"set", &[b("x")]).unwrap();
+    txn.commit().unwrap();
+    assert_eq!(store.db_size(p), 2);
+    assert_eq!(store.db_size(store.physical(0)), 0);
+    drop(txn);
+    let db = store.into_db();
+    db.close().unwrap();
+    let store = open(&fs);
+    assert_eq!(
+        store.db_size(p),
+        2,
+        "counts are persisted with their batches"
+    );
+    let mut txn = store.txn(&StripeSet::new());
+    txn.select(3);
+    assert_eq!(
+        keys::lookup(&mut txn, b"l").unwrap().map(|m| m.kind),
+        Some(Kind::String)
+    );
+    let mut list_items = 0;
+    txn.scan_prefix(&[format::LIST_ITEM], Dir::Forward, |_, _| {
+        list_items += 1;
+        true
+    })
+    .unwrap();
+    assert_eq!(list_items, 0, "the overwritten list's elements are gone");
+}
+
+#[test]
+fn a_version_0_keyspace_is_migrated_into_database_0() {
+    let fs = Arc::new(MemFs::new());
+    {
+        let options = shale::Options {
+            fs: fs.clone(),
+            ..shale::Options::default()
+        };
+        let db = Db::open("/db", options).unwrap();
+        let v0_meta = |key: &[u8]| {
+            let mut k = vec![format::META];
+            k.extend_from_slice(&format::key_hash(key).to_be_bytes());
+            k.extend_from_slice(key);
+            k
+        };
+        db.put(
+            v0_meta(b"str"),
+            format::string_meta(b"value", 4_000_000_000_000),
+        )
+        .unwrap();
+        let mut expiry = vec![format::EXPIRY];
+        expiry.extend_from_slice(&4_000_000_000_000u64.to_be_bytes());
+        expiry.extend_from_slice(b"str");
+        db.put(expiry, b"").unwrap();
+        let mut hash = format::Meta::collection(Kind::Hash, 77);
+        hash.len = 1;
+        db.put(v0_meta(b"hash"), hash.encode()).unwrap();
+        db.put(format::field_key(77, b"f"), b"v").unwrap();
+        db.put(format::GENERATION_KEY, 77u64.to_be_bytes()).unwrap();
+        db.close().unwrap();
+    }
+    let store = open(&fs);
+    assert_eq!(store.db_size(0), 2);
+    let mut txn = store.txn(&StripeSet::new());
+    let s = strings::get(&mut txn, b"str").unwrap().unwrap();
+    assert_eq!(
+        (s.string_value(), s.expire_at),
+        (&b"value"[..], 4_000_000_000_000)
+    );
+    assert_eq!(
+        hashes::get(&mut txn, b"hash", b"f").unwrap(),
+        Some(b"v".to_vec())
+    );
+    let mut expiring = Vec::new();
+    txn.scan_prefix(&[format::EXPIRY], Dir::Forward, |k, _| {
+        expiring.push(format::split_expiry_key(k).map(|(at, db, k)| (at, db, k.to_vec())));
+        true
+    })
+    .unwrap();
+    assert_eq!(
+        expiring,
+        vec![Some((4_000_000_000_000, 0, b"str".to_vec()))]
+    );
+    // New collections never reuse a generation handed out before.
+    let g = store.new_generation();
+    assert_ne!(g, 77);
+}
+
+#[test]
+fn a_newer_format_is_refused() {
+    let fs = Arc::new(MemFs::new());
+    {
+        let options = shale::Options {
+            fs: fs.clone(),
+            ..shale::Options::default()
+        };
+        let db = Db::open("/db", options).unwrap();
+        db.put(format::FORMAT_KEY, 99u32.to_be_bytes()).unwrap();
+        db.close().unwrap();
+    }
+    let options = shale::Options {
+        fs: fs.clone(),
+        ..shale::Options::default()
+    };
+    let db = Db::open("/db", options).unwrap();
+    let err = Store::new(db, Appendfsync::Everysec).err().unwrap();
+    assert_eq!(err.kind(), shale::ErrorKind::NotSupported);
+}
