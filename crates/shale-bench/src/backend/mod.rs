@@ -132,6 +132,14 @@ pub trait Backend: Send + Sync {
     /// Removes a record.
     fn delete(&self, key: &[u8]) -> Result<()>;
 
+    /// Whether [`Backend::update`] takes a record of only the fields to change and keeps the
+    /// others (a hash per record, as YCSB's Redis binding stores them): an update of one field
+    /// then sends that field without reading the record first, as YCSB does. Default: false (an
+    /// update replaces the whole record).
+    fn updates_fields(&self) -> bool {
+        false
+    }
+
     /// Engine statistics, with RocksDB's names where one exists, plus [`DISK_USAGE_STAT`].
     fn statistics(&self) -> Result<Statistics>;
 

@@ -6,12 +6,19 @@ use crate::props::PropSpec;
 pub const DEFAULT_HOST: &str = "127.0.0.1";
 /// Default `resp.port`.
 pub const DEFAULT_PORT: &str = "6379";
+/// Default `resp.mode`: one string per record.
+pub const DEFAULT_MODE: &str = "string";
 
 /// The `resp.*` properties.
 pub(super) static PROPS: &[PropSpec] = &[
     PropSpec::new("resp.host", DEFAULT_HOST, "server address"),
     PropSpec::new("resp.port", DEFAULT_PORT, "server port"),
     PropSpec::new("resp.password", "", "AUTH password, if the server has one"),
+    PropSpec::new(
+        "resp.mode",
+        DEFAULT_MODE,
+        "string: a record is one string (SET/GET); ycsb: a hash per record plus an index sorted set, as YCSB's Redis binding",
+    ),
     PropSpec::new(
         "resp.flushall",
         "false",

@@ -452,6 +452,22 @@ impl CoreClient<'_> {
         encode_record(&mut self.record, &fields);
     }
 
+    /// A record of field `field` alone with a new value, into `self.record` (for backends that
+    /// update fields in place, [`Backend::updates_fields`]).
+    fn build_field(&mut self, field: u64) {
+        let len = self.w.field_len.next(&mut self.rng) as usize;
+        self.scratch.clear();
+        fill_value(&mut self.scratch, &self.key, field, len);
+        self.record.clear();
+        encode_record(
+            &mut self.record,
+            &[Field {
+                index: field,
+                value: &self.scratch,
+            }],
+        );
+    }
+
     /// Rebuilds `old` with field `field` replaced by a new value, into `self.record`.
     fn replace_field(&mut self, old: &[u8], field: u64) -> Result<()> {
         let fields = decode_record(old).ok_or_else(|| self.not_a_record())?;
@@ -616,6 +632,8 @@ impl CoreClient<'_> {
         let w = self.w;
         if w.write_all_fields {
             self.build_record();
+        } else if db.updates_fields() {
+            self.build_field(field);
         } else {
             let old = db.read(&self.key)?.ok_or_else(|| missing(&self.key))?;
             if w.ctx.verify {
