@@ -198,7 +198,7 @@ fn each_type_has_redis_bytes_in_each_version() {
         ),
         (Reply::Double(1.5), "$3\r\n1.5\r\n", ",1.5\r\n"),
         (Reply::Double(3.0), "$1\r\n3\r\n", ",3\r\n"),
-        (Reply::Double(1e300), "$5\r\n1e300\r\n", ",1e300\r\n"),
+        (Reply::Double(1e300), "$6\r\n1e+300\r\n", ",1e+300\r\n"),
         (Reply::Double(f64::INFINITY), "$3\r\ninf\r\n", ",inf\r\n"),
         (
             Reply::Double(f64::NEG_INFINITY),
