@@ -14,6 +14,7 @@
 pub mod app;
 pub mod backend;
 pub mod cache_index;
+pub mod cache_load;
 pub mod cli;
 pub mod compare;
 pub mod cpucheck;

@@ -26,6 +26,9 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some("prepare-cluster") {
         return exit_code(tracegen::prepare::run(&args[1..]).map(|()| true));
     }
+    if args.first().map(String::as_str) == Some("cache-compare") {
+        return exit_code(shale_bench::cache_load::run_command(&args[1..]));
+    }
     if args.first().map(String::as_str) == Some("cache-index") {
         return exit_code(shale_bench::cache_index::run_command(&args[1..]));
     }
