@@ -302,6 +302,52 @@ fn preload(
     load.stop()
 }
 
+/// Items held and evictions, from `stats` over the memcached protocol (or INFO over RESP).
+fn server_stats(server: &ServerProcess) -> Option<String> {
+    use std::io::{Read, Write};
+    let (addr, request, end): (_, &[u8], &[u8]) = match server.addr("memcache") {
+        Some(addr) => (addr, b"stats\r\n", b"END\r\n"),
+        None => (server.addr("resp")?, b"INFO\r\n", b"\r\n\r\n"),
+    };
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(request).ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        if got.ends_with(end) && (end != b"\r\n\r\n" || text.contains("# Keyspace")) {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let wanted = [
+        "curr_items",
+        "evictions",
+        "index_lossy",
+        "bytes",
+        "limit_maxbytes",
+        "used_memory",
+        "evicted_keys",
+        "db0",
+    ];
+    let picked: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim().trim_start_matches("STAT ");
+            let name = l.split([' ', ':']).next()?;
+            wanted.contains(&name).then(|| l.to_string())
+        })
+        .collect();
+    Some(picked.join(", "))
+}
+
 /// A result key: (key, value, GET %, zipf, depth, system label).
 type Cell = (usize, usize, u32, bool, usize, &'static str);
 
@@ -342,9 +388,9 @@ pub fn run_command(args: &[String]) -> Result<bool> {
                 .collect();
             for system in &order {
                 let server = start(system, &a)?;
-                if !a.hit_rate {
-                    preload(&server, system.wires[0].1, keys, key, value)?;
-                }
+                // With --hit-rate there are three times more keys than fit: the preload fills
+                // the cache (and evicts), so the cache-aside client starts from a full cache.
+                preload(&server, system.wires[0].1, keys, key, value)?;
                 for &(label, wire) in system.wires {
                     for &get_percent in &a.workloads {
                         for (zipf, seq) in &sequences {
@@ -382,6 +428,9 @@ pub fn run_command(args: &[String]) -> Result<bool> {
                             }
                         }
                     }
+                }
+                if let Some(stats) = server_stats(&server) {
+                    println!("round {} {key}/{value} {}: {stats}", round + 1, system.name);
                 }
                 drop(server);
             }

@@ -494,7 +494,9 @@ fn stats_text(worker: &Worker<'_>) -> Vec<u8> {
     stat("threads", &cache.slabs().epochs().threads());
     stat("limit_maxbytes", &cache.memory());
     stat("curr_items", &cache.items());
-    stat("bytes", &cache.slabs().stats().assigned_bytes);
+    let slabs = cache.slabs().stats();
+    stat("bytes", &slabs.assigned_bytes);
+    stat("slabs_moved", &slabs.pages_moved);
     stat("index_engine", &cache.index_name());
     stat("index_slots", &cache.index_slots());
     for (name, value) in stats.snapshot() {

@@ -3,10 +3,11 @@
 /// Smallest slot: a 32-byte header and 16 bytes of key and value (an 8-byte key and value).
 pub const MIN_SLOT: usize = 48;
 
-/// Default growth from one class to the next (memcached's `-f` default). Mega-KV used 2 with 8
-/// classes; 1.25 wastes less memory per item (about 11% against 25% on average), which is hit
-/// rate at equal memory.
-pub const DEFAULT_GROWTH: f64 = 1.25;
+/// Default growth from one class to the next. Mega-KV used 2 with 8 classes (25% of each slot
+/// wasted on average), memcached uses 1.25 (11%); 1.1 wastes about 5%, which is more items, so
+/// more hits, at equal memory. The price of more classes, memory spread thin over classes that
+/// no longer get items, is paid back by moving pages between classes (`rebalance`).
+pub const DEFAULT_GROWTH: f64 = 1.1;
 
 /// Slot sizes are multiples of this, so item headers stay aligned.
 pub const SLOT_ALIGN: usize = 8;
@@ -81,7 +82,7 @@ mod tests {
         assert!(classes.sizes().windows(2).all(|w| w[0] < w[1]));
         assert!(classes.sizes().iter().all(|s| s % SLOT_ALIGN == 0));
         assert!(
-            classes.len() > 30 && classes.len() < 64,
+            classes.len() > 60 && classes.len() < 128,
             "{}",
             classes.len()
         );

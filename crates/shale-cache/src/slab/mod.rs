@@ -5,11 +5,15 @@
 //! assigned to a class when the class first needs it and cut into that class's slots. A location
 //! names `(page, slot)`: `((page << SLOT_BITS) | slot) + 1`, so 0 is never issued.
 //!
-//! Two bitmaps carry one bit per location. *live*: the item is in the index or about to be (only
-//! the scheduler sets and clears it, under its lock). *referenced*: read since the CLOCK hand last
-//! passed (set by readers). When a class runs low on free slots and no page is left, its CLOCK
-//! hand sweeps the bitmaps a word (64 slots) at a time: referenced live slots lose the bit, the
-//! others become victims, which the scheduler turns into index deletes.
+//! Two bitmaps carry state per location. *live* (one bit): the item is in the index or about to
+//! be (only the scheduler sets and clears it, under its lock). *clock* (two bits, a counter from 0
+//! to 3): how often the item was read lately; a read adds one, the CLOCK hand takes one. When a
+//! class runs low on free slots and no page is left, its CLOCK hand sweeps the bitmaps a word (64
+//! slots) at a time: live slots whose counter is 0 become victims, which the scheduler turns into
+//! index deletes; the others lose one. A single bit would be plain second-chance CLOCK, close to
+//! LRU; two bits keep items read several times through more sweeps than items read once, as
+//! memcached's segmented LRU keeps its warm items apart from new ones (which matters for hit rate
+//! under skewed popularity). New items start at 0.
 //!
 //! # Reuse
 //! A freed slot waits in its class's limbo, tagged with the epoch of its free, until every
@@ -20,9 +24,10 @@
 //! a mutex taken only to assign or return pages.
 
 mod class;
+mod rebalance;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
@@ -68,11 +73,20 @@ pub struct Slabs {
     page_class: Box<[AtomicU8]>,
     // INVARIANT: each holds `pages * WORDS_PER_PAGE` zero-initialised u64 words.
     live: Region,
-    referenced: Region,
+    // INVARIANT: `2 * pages * WORDS_PER_PAGE` words: for each live word `w`, the counter's low
+    // bits at `2w` and high bits at `2w + 1` (one cache line holds both).
+    clock: Region,
     state: Box<[Mutex<ClassState>]>,
     pool: Mutex<PagePool>,
     epochs: Epochs,
     live_items: AtomicUsize,
+    // Per page: slots handed out by `alloc` and not yet back on a free list (in limbo counts).
+    // Changed only under the page's class lock.
+    in_use: Box<[AtomicU32]>,
+    // Per page: being emptied to move to another class; its slots are not reused.
+    draining: Box<[AtomicBool]>,
+    drain: Mutex<Option<rebalance::Drain>>,
+    pages_moved: AtomicU64,
 }
 
 #[derive(Default)]
@@ -86,6 +100,8 @@ struct ClassState {
     hand: (usize, usize),
     // Victims handed out and not yet settled by the scheduler.
     evicting: usize,
+    // When the class last had to evict (rebalancing takes pages from idle classes).
+    last_sweep: Option<std::time::Instant>,
 }
 
 #[derive(Default)]
@@ -104,6 +120,8 @@ pub struct SlabStats {
     pub live_items: usize,
     /// Per class: (slot size, pages, free slots, slots in limbo).
     pub classes: Vec<(usize, usize, usize, usize)>,
+    /// Pages moved between classes so far.
+    pub pages_moved: u64,
 }
 
 impl Slabs {
@@ -122,7 +140,7 @@ impl Slabs {
             pages,
             page_class: (0..pages).map(|_| AtomicU8::new(NO_CLASS)).collect(),
             live: Region::map(bitmap_bytes)?,
-            referenced: Region::map(bitmap_bytes)?,
+            clock: Region::map(2 * bitmap_bytes)?,
             state: (0..classes.len())
                 .map(|_| Mutex::new(ClassState::default()))
                 .collect(),
@@ -130,11 +148,15 @@ impl Slabs {
             pool: Mutex::new(PagePool::default()),
             epochs: Epochs::new(threads),
             live_items: AtomicUsize::new(0),
+            in_use: (0..pages).map(|_| AtomicU32::new(0)).collect(),
+            draining: (0..pages).map(|_| AtomicBool::new(false)).collect(),
+            drain: Mutex::new(None),
+            pages_moved: AtomicU64::new(0),
         })
     }
 
     /// Bytes of memory the bitmaps and page table cost per arena page (for budgeting).
-    pub const OVERHEAD_PER_PAGE: usize = 2 * WORDS_PER_PAGE * 8 + 1;
+    pub const OVERHEAD_PER_PAGE: usize = 3 * WORDS_PER_PAGE * 8 + 1;
 
     /// The readers' epochs.
     pub fn epochs(&self) -> &Epochs {
@@ -199,30 +221,64 @@ impl Slabs {
     /// no free slot and no page is left (ask for victims with [`Self::sweep`]).
     pub fn alloc(&self, len: usize) -> Result<Location, AllocError> {
         let class = self.classes.for_len(len).ok_or(AllocError::TooLarge)?;
-        let mut state = self.state[class].lock();
-        if let Some(loc) = state.free.pop() {
+        if let Some(loc) = self.alloc_in(class) {
             return Ok(loc);
         }
+        // No slot and no fresh page: a page emptied for this class may be ready.
+        if self.finish_drain(class) {
+            if let Some(loc) = self.alloc_in(class) {
+                return Ok(loc);
+            }
+        }
+        Err(AllocError::Full)
+    }
+
+    /// A slot of `class` from its free lists, its page being cut, or a fresh page.
+    fn alloc_in(&self, class: usize) -> Option<Location> {
+        let mut state = self.state[class].lock();
+        let loc = match state.free.pop() {
+            Some(loc) => loc,
+            None => {
+                self.reclaim(&mut state);
+                match state.free.pop() {
+                    Some(loc) => loc,
+                    None => {
+                        let per_page = (PAGE_SIZE / self.classes.size(class)) as u32;
+                        if state.carving.is_none() {
+                            let page = self.take_page(class)?;
+                            state.pages.push(page);
+                            state.carving = Some((page, 0));
+                        }
+                        let (page, slot) = state.carving.expect("a page to cut");
+                        state.carving = (slot + 1 < per_page).then_some((page, slot + 1));
+                        join(page as usize, slot as usize)
+                    }
+                }
+            }
+        };
+        if let Some((page, _)) = split(loc) {
+            self.in_use[page].fetch_add(1, Ordering::Relaxed);
+        }
+        Some(loc)
+    }
+
+    /// Moves the class's freed slots that no reader can hold any more to its free list (slots of
+    /// a page being drained are dropped instead).
+    fn reclaim(&self, state: &mut ClassState) {
         let below = self.epochs.reusable_below();
         while let Some(&(tag, loc)) = state.limbo.front() {
             if tag >= below {
                 break;
             }
             state.limbo.pop_front();
+            if let Some((page, _)) = split(loc) {
+                self.in_use[page].fetch_sub(1, Ordering::Relaxed);
+                if self.draining[page].load(Ordering::Relaxed) {
+                    continue;
+                }
+            }
             state.free.push(loc);
         }
-        if let Some(loc) = state.free.pop() {
-            return Ok(loc);
-        }
-        let per_page = (PAGE_SIZE / self.classes.size(class)) as u32;
-        if state.carving.is_none() {
-            let page = self.take_page(class).ok_or(AllocError::Full)?;
-            state.pages.push(page);
-            state.carving = Some((page, 0));
-        }
-        let (page, slot) = state.carving.expect("a page to cut");
-        state.carving = (slot + 1 < per_page).then_some((page, slot + 1));
-        Ok(join(page as usize, slot as usize))
     }
 
     /// Writes a new item into a fresh slot.
@@ -272,10 +328,16 @@ impl Slabs {
         self.state[class].lock().limbo.push_back((tag, loc));
     }
 
-    /// Marks `loc` live (the scheduler, when it queues its insert).
+    /// Marks `loc` live (the scheduler, when it queues its insert), its CLOCK counter at 0.
     #[inline]
     pub fn set_live(&self, loc: Location) {
         if let Some((word, bit)) = self.bit(loc) {
+            for half in [2 * word, 2 * word + 1] {
+                let w = self.word(&self.clock, half);
+                if w.load(Ordering::Relaxed) & bit != 0 {
+                    w.fetch_and(!bit, Ordering::Relaxed);
+                }
+            }
             let old = self.word(&self.live, word).fetch_or(bit, Ordering::Relaxed);
             if old & bit == 0 {
                 self.live_items.fetch_add(1, Ordering::Relaxed);
@@ -307,13 +369,26 @@ impl Slabs {
         })
     }
 
-    /// Records a read of `loc` for CLOCK.
+    /// Records a read of `loc` for CLOCK: its counter goes up by one, to at most 3. Racing
+    /// readers and sweeps may lose a step; the counter is a hint.
     #[inline]
     pub fn reference(&self, loc: Location) {
         if let Some((word, bit)) = self.bit(loc) {
-            let w = self.word(&self.referenced, word);
-            if w.load(Ordering::Relaxed) & bit == 0 {
-                w.fetch_or(bit, Ordering::Relaxed);
+            let low = self.word(&self.clock, 2 * word);
+            let high = self.word(&self.clock, 2 * word + 1);
+            let (l, h) = (
+                low.load(Ordering::Relaxed) & bit != 0,
+                high.load(Ordering::Relaxed) & bit != 0,
+            );
+            match (l, h) {
+                (true, true) => {}
+                (false, _) => {
+                    low.fetch_or(bit, Ordering::Relaxed);
+                }
+                (true, false) => {
+                    high.fetch_or(bit, Ordering::Relaxed);
+                    low.fetch_and(!bit, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -324,13 +399,22 @@ impl Slabs {
     }
 
     /// If class `class` is running low (no page left and fewer than [`EVICT_BATCH`] slots free,
-    /// in limbo or being evicted), sweeps its CLOCK hand and appends victims to `victims`.
+    /// in limbo or being evicted), sweeps its CLOCK hand and appends victims to `victims`; may
+    /// also start moving a page from an idle class to this one (its items become victims too).
     /// Every victim must be settled with [`Self::victim_settled`]. Returns whether memory for
-    /// the class is on its way (slots in limbo, victims out); false means the class has no
-    /// memory to evict.
+    /// the class is on its way (slots in limbo, victims out, a page coming); false means the
+    /// class has no memory to evict and none can be moved to it.
     pub fn sweep(&self, class: usize, victims: &mut Vec<Location>) -> bool {
+        let before = victims.len();
+        let coming = self.sweep_clock(class, victims);
+        let moving = self.rebalance(class, victims);
+        coming || moving || victims.len() > before
+    }
+
+    fn sweep_clock(&self, class: usize, victims: &mut Vec<Location>) -> bool {
         let per_page = PAGE_SIZE / self.classes.size(class);
         let mut state = self.state[class].lock();
+        state.last_sweep = Some(std::time::Instant::now());
         if state.pages.is_empty() {
             return self.pool.lock().next_unused < self.pages;
         }
@@ -341,8 +425,8 @@ impl Slabs {
         }
         let words = per_page.div_ceil(64);
         let mut found = 0;
-        // Two full turns: the first may only clear referenced bits.
-        let mut budget = 2 * words * state.pages.len();
+        // Four full turns: the first three may only count hot items down.
+        let mut budget = 4 * words * state.pages.len();
         while found < want && budget > 0 {
             budget -= 1;
             let (page_at, word_at) = state.hand;
@@ -354,27 +438,29 @@ impl Slabs {
                 valid = (1u64 << last) - 1;
             }
             let live = self.word(&self.live, index).load(Ordering::Relaxed) & valid;
-            let refd = self.word(&self.referenced, index).load(Ordering::Relaxed);
-            if live & refd != 0 {
-                self.word(&self.referenced, index)
-                    .fetch_and(!(live & refd), Ordering::Relaxed);
+            let low = self.word(&self.clock, 2 * index);
+            let high = self.word(&self.clock, 2 * index + 1);
+            let (l, h) = (low.load(Ordering::Relaxed), high.load(Ordering::Relaxed));
+            let mut cold = live & !l & !h;
+            // Count every other live slot down by one: 1 -> 0, 2 -> 1, 3 -> 2.
+            let warm = live & !cold;
+            if warm != 0 {
+                low.store((h & !l & warm) | (l & !warm), Ordering::Relaxed);
+                high.store((l & h & warm) | (h & !warm), Ordering::Relaxed);
             }
-            let mut cold = live & !refd;
             while cold != 0 && found < want {
                 let bit = cold.trailing_zeros() as usize;
                 cold &= cold - 1;
                 victims.push(join(page, word_at * 64 + bit));
                 found += 1;
             }
-            // Move on only when the word has been used up, so a partly taken word is finished
-            // next time.
-            if cold == 0 {
-                state.hand = if word_at + 1 < words {
-                    (page_at, word_at + 1)
-                } else {
-                    ((page_at + 1) % state.pages.len(), 0)
-                };
-            }
+            // The rest of a partly taken word waits for the next sweep (counted down once more).
+            let _ = cold;
+            state.hand = if word_at + 1 < words {
+                (page_at, word_at + 1)
+            } else {
+                ((page_at + 1) % state.pages.len(), 0)
+            };
         }
         state.evicting += found;
         state.evicting + state.limbo.len() + state.free.len() > 0
@@ -389,7 +475,7 @@ impl Slabs {
         }
     }
 
-    /// Forgets every live item: clears every live and referenced mark and frees the slots (the
+    /// Forgets every live item: clears every live mark and CLOCK counter and frees the slots (the
     /// scheduler's FLUSH, with the index cleared and nothing pending). Slots allocated but not yet
     /// published are not live and stay with their owners. Returns how many items were freed.
     pub fn evict_all(&self) -> usize {
@@ -401,7 +487,9 @@ impl Slabs {
             for &page in pages.iter() {
                 let first = page as usize * WORDS_PER_PAGE;
                 for w in 0..WORDS_PER_PAGE {
-                    self.word(&self.referenced, first + w)
+                    self.word(&self.clock, 2 * (first + w))
+                        .store(0, Ordering::Relaxed);
+                    self.word(&self.clock, 2 * (first + w) + 1)
                         .store(0, Ordering::Relaxed);
                     let mut live = self.word(&self.live, first + w).swap(0, Ordering::Relaxed);
                     while live != 0 {
@@ -422,6 +510,7 @@ impl Slabs {
         let mut stats = SlabStats {
             arena_bytes: self.pages * PAGE_SIZE,
             live_items: self.live_items(),
+            pages_moved: self.pages_moved(),
             ..SlabStats::default()
         };
         for (class, state) in self.state.iter().enumerate() {
@@ -451,7 +540,7 @@ impl Slabs {
 
     #[inline]
     fn word<'a>(&self, bitmap: &'a Region, index: usize) -> &'a AtomicU64 {
-        debug_assert!(index < self.pages * WORDS_PER_PAGE);
+        debug_assert!(index < bitmap.len() / 8);
         // SAFETY: `index` is below the bitmap's word count (callers derive it from a page below
         // `pages`); the region is zero-initialised, 8-byte aligned and lives as long as `self`.
         unsafe { &*(bitmap.as_ptr() as *const AtomicU64).add(index) }
