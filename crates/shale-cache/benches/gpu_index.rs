@@ -18,7 +18,7 @@
 //!
 //! GPU and CPU measurements alternate over `--rounds` rounds; each figure is the median of the
 //! rounds. Run: `cargo bench -p shale-cache --features gpu --bench gpu_index -- [--quick]
-//! [--rounds N] [--threads N] [--slots-log2 N]`. Needs an NVIDIA GPU (it says so and fails
+//! [--rounds N] [--threads N] [--slots-log2 N] [--sizes N,N,..] [--host-threads N]`. Needs an NVIDIA GPU (it says so and fails
 //! without one).
 
 use std::sync::mpsc;
@@ -32,6 +32,7 @@ use shale_cache::index::{run_batch, BatchIndex, IndexBatch, KeyHash, Location};
 
 struct Options {
     slots_log2: u32,
+    host_threads: Option<usize>,
     rounds: usize,
     threads: usize,
     batches: Vec<usize>,
@@ -41,6 +42,7 @@ struct Options {
 fn options() -> Options {
     let mut o = Options {
         slots_log2: 27,
+        host_threads: None,
         rounds: 3,
         threads: thread::available_parallelism().map_or(1, |n| n.get()),
         batches: vec![
@@ -80,6 +82,17 @@ fn options() -> Options {
             }
             "--slots-log2" => {
                 o.slots_log2 = value(i).parse().expect("--slots-log2 N");
+                i += 1;
+            }
+            "--host-threads" => {
+                o.host_threads = Some(value(i).parse().expect("--host-threads N"));
+                i += 1;
+            }
+            "--sizes" => {
+                o.batches = value(i)
+                    .split(',')
+                    .map(|n| n.parse().expect("--sizes N,N,..."))
+                    .collect();
                 i += 1;
             }
             "--bench" => {}
@@ -214,15 +227,19 @@ fn main() {
             std::process::exit(1);
         }
     };
+    if let Some(threads) = o.host_threads {
+        gpu.set_host_threads(threads);
+    }
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "device: {}; table 2^{} slots ({} MiB), filled to {:.0}%; {} CPU cores, sharded CPU on {} threads; {} rounds",
+        "device: {}; table 2^{} slots ({} MiB), filled to {:.0}%; {} CPU cores, sharded CPU on {} threads; GPU host copies on {} threads; {} rounds",
         gpu.device_name(),
         o.slots_log2,
         (slots * 8) >> 20,
         o.fill * 100.0,
         cores,
         o.threads,
+        gpu.host_threads(),
         o.rounds
     );
     let mut cpu1 = CpuIndex::new(slots).expect("cpu index");

@@ -186,6 +186,11 @@ impl GpuIndex {
         self.host_threads = threads.max(1);
     }
 
+    /// Threads that pack and unpack a large batch.
+    pub fn host_threads(&self) -> usize {
+        self.host_threads
+    }
+
     /// The GPU's name as the driver reports it (e.g. "NVIDIA H100 80GB HBM3").
     pub fn device_name(&self) -> &str {
         &self.device.name
