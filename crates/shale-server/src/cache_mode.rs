@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use shale_cache::{Cache, CacheConfig, Server, ServerConfig};
 
-use crate::config::Config;
+use crate::config::{Config, IndexEngine};
 
 /// The fraction of the machine's memory `maxmemory` defaults to.
 pub const DEFAULT_MAXMEMORY_SHARE: u64 = 4;
@@ -57,10 +57,7 @@ pub fn run(config: Config) -> Result<(), String> {
     if config.index_slots > 0 {
         cache_config.index_slots = Some(config.index_slots);
     }
-    let cache = Arc::new(
-        Cache::with_cpu_index(&cache_config)
-            .map_err(|e| format!("cannot set up the cache: {e}"))?,
-    );
+    let cache = Arc::new(open_cache(config.index, &cache_config)?);
     let server = Server::start(
         &ServerConfig {
             bind,
@@ -89,6 +86,34 @@ pub fn run(config: Config) -> Result<(), String> {
     server.stop();
     println!("shale stopped");
     Ok(())
+}
+
+/// The cache over the index engine the configuration names. The GPU engine fails here, at start,
+/// when it cannot run; it never falls back to the CPU.
+fn open_cache(engine: IndexEngine, config: &CacheConfig) -> Result<Cache, String> {
+    match engine {
+        IndexEngine::Cpu => {
+            Cache::with_cpu_index(config).map_err(|e| format!("cannot set up the cache: {e}"))
+        }
+        IndexEngine::Gpu => gpu_cache(config),
+    }
+}
+
+#[cfg(feature = "gpu")]
+fn gpu_cache(config: &CacheConfig) -> Result<Cache, String> {
+    let index = shale_cache::index::gpu::GpuIndex::open(config.index_slots())
+        .map_err(|e| format!("--index gpu: {e}"))?;
+    println!("index engine: {}", index.device_name());
+    Cache::new(config, Box::new(index)).map_err(|e| format!("cannot set up the cache: {e}"))
+}
+
+#[cfg(not(feature = "gpu"))]
+fn gpu_cache(_config: &CacheConfig) -> Result<Cache, String> {
+    Err(
+        "--index gpu: this shale was built without the GPU index; build it with \
+         `cargo build --release -p shale-server --features gpu`"
+            .to_string(),
+    )
 }
 
 fn wait_for_signal() -> Result<(), String> {

@@ -148,6 +148,29 @@ pub struct Config {
     pub batch_period_us: u64,
     /// Cache mode: index slots; 0 sizes the index from `maxmemory`. Default 0.
     pub index_slots: usize,
+    /// Cache mode: the index engine. Default [`IndexEngine::Cpu`].
+    pub index: IndexEngine,
+}
+
+/// Which engine runs the cache's index (`shale_cache::index`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexEngine {
+    /// The CPU backend, on the cache's scheduler thread.
+    Cpu,
+    /// The GPU backend: an NVIDIA GPU with its driver and CUDA 13's NVRTC, in a build with the
+    /// `gpu` feature. Without them the server fails at start; it never falls back to the CPU.
+    Gpu,
+}
+
+impl IndexEngine {
+    /// The name used in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexEngine::Cpu => "cpu",
+            IndexEngine::Gpu => "gpu",
+        }
+    }
 }
 
 /// What `shale serve` runs.
@@ -248,6 +271,7 @@ impl Default for Config {
             megakv_port: DEFAULT_MEGAKV_PORT,
             batch_period_us: 0,
             index_slots: 0,
+            index: IndexEngine::Cpu,
         }
     }
 }
@@ -341,6 +365,7 @@ impl Config {
             ("megakv-port", self.megakv_port.to_string()),
             ("batch-period-us", self.batch_period_us.to_string()),
             ("index-slots", self.index_slots.to_string()),
+            ("index", self.index.name().to_string()),
         ]
     }
 

@@ -93,6 +93,10 @@ struct ServeArgs {
     /// Cache mode: index slots; 0 sizes the index from maxmemory [default: 0].
     #[arg(long)]
     index_slots: Option<usize>,
+    /// Cache mode: index engine; gpu needs an NVIDIA GPU and a build with the gpu feature
+    /// [default: cpu].
+    #[arg(long, value_enum)]
+    index: Option<shale_server::config::IndexEngine>,
 }
 
 impl ServeArgs {
@@ -122,7 +126,8 @@ impl ServeArgs {
             memcache_port,
             megakv_port,
             batch_period_us,
-            index_slots
+            index_slots,
+            index
         );
         if self.requirepass.is_some() {
             c.requirepass = self.requirepass;

@@ -180,3 +180,135 @@ fn cache_mode_from_the_toml_file() {
         .unwrap();
     assert_eq!(read_until(&mut s, b"v\r\n"), b"+OK\r\n$1\r\nv\r\n");
 }
+
+/// Starts `shale serve --mode cache` with `args` and returns its banner (up to "ready") and, if
+/// it exited instead of serving, its status and stderr. A server that started is killed.
+fn start_or_fail(args: &[&str]) -> (Vec<String>, Option<(std::process::ExitStatus, String)>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
+        .args(["serve", "--mode", "cache", "--threads", "2"])
+        .args(["--port", "0", "--memcache-port", "0", "--megakv-port", "0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the shale binary");
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut banner = Vec::new();
+    for line in stdout.lines() {
+        let line = line.expect("read the banner");
+        let ready = line.starts_with("ready to accept connections on ");
+        banner.push(line);
+        if ready {
+            let _ = child.kill();
+            let _ = child.wait();
+            return (banner, None);
+        }
+    }
+    let status = child.wait().expect("wait for shale");
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (banner, Some((status, stderr)))
+}
+
+/// Whether this machine has an NVIDIA driver a `gpu` build could use (the GPU test machine).
+fn nvidia_driver_present() -> bool {
+    std::path::Path::new("/dev/nvidiactl").exists()
+}
+
+/// `--index gpu` where the GPU index cannot run (a build without the `gpu` feature, or no usable
+/// NVIDIA GPU) stops at start with a message that says why; it never serves on the CPU index.
+/// Where it can run (a gpu build on a GPU machine), the banner names the GPU engine.
+#[test]
+fn index_gpu_fails_at_start_without_a_usable_gpu() {
+    let (banner, failed) = start_or_fail(&["--index", "gpu", "--maxmemory", "64mb"]);
+    let Some((status, stderr)) = failed else {
+        assert!(
+            cfg!(feature = "gpu") && nvidia_driver_present(),
+            "started with --index gpu where no GPU index can run: {banner:?}"
+        );
+        assert!(
+            banner.iter().any(|l| l.contains(", index gpu (")),
+            "started with --index gpu but the banner names another index: {banner:?}"
+        );
+        return;
+    };
+    assert!(
+        !status.success(),
+        "shale exited 0 without serving: {banner:?}"
+    );
+    assert!(
+        !banner.iter().any(|l| l.contains("index cpu")),
+        "fell back to the CPU index: {banner:?}"
+    );
+    assert!(
+        stderr.contains("--index gpu: "),
+        "the failure does not say what failed: {stderr}"
+    );
+    if cfg!(feature = "gpu") {
+        assert!(
+            stderr.contains("index backend unavailable: "),
+            "the failure does not say why the GPU cannot be used: {stderr}"
+        );
+    } else {
+        assert!(
+            stderr.contains("built without the GPU index") && stderr.contains("--features gpu"),
+            "the failure does not say how to build the GPU index: {stderr}"
+        );
+    }
+}
+
+/// `index` in the TOML file picks the engine as `--index` does; an unknown engine is refused.
+#[test]
+fn index_engine_from_the_toml_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shale.toml");
+    let path_arg = path.to_str().unwrap();
+    std::fs::write(
+        &path,
+        "mode = \"cache\"\nmaxmemory = \"32mb\"\nindex = \"cpu\"\n",
+    )
+    .unwrap();
+    let (banner, failed) = start_or_fail(&["--config", path_arg]);
+    assert!(
+        failed.is_none(),
+        "index = \"cpu\" did not start: {failed:?}"
+    );
+    assert!(
+        banner.iter().any(|l| l.contains(", index cpu (")),
+        "{banner:?}"
+    );
+
+    std::fs::write(
+        &path,
+        "mode = \"cache\"\nmaxmemory = \"32mb\"\nindex = \"gpu\"\n",
+    )
+    .unwrap();
+    let (banner, failed) = start_or_fail(&["--config", path_arg]);
+    if let Some((status, stderr)) = failed {
+        assert!(!status.success());
+        assert!(stderr.contains("--index gpu: "), "{stderr}");
+    } else {
+        assert!(
+            cfg!(feature = "gpu") && nvidia_driver_present(),
+            "{banner:?}"
+        );
+    }
+
+    std::fs::write(
+        &path,
+        "mode = \"cache\"\nmaxmemory = \"32mb\"\nindex = \"tpu\"\n",
+    )
+    .unwrap();
+    let (banner, failed) = start_or_fail(&["--config", path_arg]);
+    let (status, stderr) = failed.unwrap_or_else(|| panic!("index = \"tpu\" started: {banner:?}"));
+    assert!(!status.success());
+    assert!(
+        stderr.contains("tpu"),
+        "the error does not name the bad value: {stderr}"
+    );
+}
