@@ -46,7 +46,12 @@ pub(crate) fn table(dir: &Path, number: u64) -> PathBuf {
 }
 
 pub(crate) fn blob(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}.blob"))
+    dir.join(blob_name(number))
+}
+
+/// A blob file's name, for messages (relative to the data directory).
+pub(crate) fn blob_name(number: u64) -> String {
+    format!("{number:06}.blob")
 }
 
 pub(crate) fn manifest(dir: &Path, number: u64) -> PathBuf {

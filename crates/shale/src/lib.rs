@@ -34,5 +34,6 @@ mod wal;
 pub use batch::WriteBatch;
 pub use db::{Checkpoint, Db, KeyRange, LogPosition, Snapshot, Stats};
 pub use error::{Error, ErrorKind, Result};
+pub use iter::{Skipped, SkippedKind};
 pub use key::{SeqNo, ValueKind};
 pub use options::*;

@@ -101,6 +101,20 @@ pub struct WriteOptions {
     pub durability: Durability,
 }
 
+/// Per-read options of a scan ([`crate::Db::range_with`], [`crate::Snapshot::range_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadOptions {
+    /// Step over unreadable data instead of failing: an SST data block that fails its checksum
+    /// or cannot be decoded or read, an SST that cannot be opened, or a blob record that cannot
+    /// be read. The scan yields every entry it can read and records each skipped piece, with the
+    /// file, offset, error and range of user keys it covered, in
+    /// [`crate::iter::DbIterator::skipped`] (a repair-style salvage read, like the data a RocksDB or
+    /// LevelDB repair keeps). Keys inside a skipped range may be missing or show an older
+    /// version; keys outside every range are exact. Default `false`: a scan fails with a
+    /// `Corruption` (or `Io`) error naming the file and offset, and yields nothing after it.
+    pub skip_unreadable: bool,
+}
+
 /// Block compression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Compression {

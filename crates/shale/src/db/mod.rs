@@ -48,7 +48,7 @@ use crate::fs::{FileLock, Fs};
 use crate::iter::DbIterator;
 use crate::key::SeqNo;
 use crate::memtable::Memtable;
-use crate::options::{Options, WriteOptions};
+use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::table_cache::TableCache;
 use crate::version::set::VersionSet;
 use crate::version::version::Version;
@@ -62,6 +62,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use write::{WalState, WriteQueue};
+
+/// The skip log of a scan with `options`: `Some` when it steps over unreadable data.
+fn skip_log(options: &ReadOptions) -> Option<Arc<crate::iter::SkipLog>> {
+    options.skip_unreadable.then(Arc::default)
+}
 
 /// An open database. Cheap to share between threads (`Db: Send + Sync`; wrap it in an `Arc`).
 ///
@@ -266,8 +271,25 @@ impl Db {
     /// assert_eq!(db.range("a"..="b").rev().count(), 2);
     /// ```
     pub fn range(&self, range: impl KeyRange) -> DbIterator {
+        self.range_with(range, &ReadOptions::default())
+    }
+
+    /// [`Db::range`] with read options: with [`ReadOptions::skip_unreadable`] the scan steps over
+    /// unreadable data (a damaged SST block or table, a damaged blob record), yields every entry
+    /// it can read, and reports what it skipped in [`DbIterator::skipped`].
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = shale::Db::open(dir.path(), shale::Options::default()).unwrap();
+    /// db.put("a", "1").unwrap();
+    /// let opts = shale::ReadOptions { skip_unreadable: true };
+    /// let mut scan = db.range_with(.., &opts);
+    /// assert_eq!(scan.by_ref().count(), 1);
+    /// assert_eq!(scan.skipped_count(), 0);
+    /// ```
+    pub fn range_with(&self, range: impl KeyRange, options: &ReadOptions) -> DbIterator {
         let (lo, hi) = key_range::owned_bounds(&range);
-        read::iterator(&self.inner, lo, hi, None, Box::new(()))
+        read::iterator(&self.inner, lo, hi, None, Box::new(()), skip_log(options))
     }
 
     /// Every entry, in key order; double-ended.
@@ -279,7 +301,14 @@ impl Db {
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> DbIterator {
         let prefix = prefix.as_ref().to_vec();
         let hi = crate::iter::prefix_upper_bound(&prefix);
-        read::iterator(&self.inner, Bound::Included(prefix), hi, None, Box::new(()))
+        read::iterator(
+            &self.inner,
+            Bound::Included(prefix),
+            hi,
+            None,
+            Box::new(()),
+            None,
+        )
     }
 
     /// A consistent read-only view of the database as of now. Released on drop.

@@ -10,13 +10,15 @@ use crate::compaction::picker;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::iter::{
-    BlobResolver, DbIterator, InternalIterator, LevelFile, LevelIterator, MergingIterator,
+    skippable, BlobResolver, DbIterator, InternalIterator, LevelFile, LevelIterator,
+    MergingIterator, SkipLog, Skipped, SkippedKind,
 };
 use crate::key::{
     append_internal_key, parse_internal_key, seek_key, trailer, user_key, SeqNo, ValueKind,
     KIND_FOR_SEEK, MAX_SEQNO, TRAILER_LEN,
 };
 use crate::memtable::MemtableGet;
+use crate::sst::SkipSink;
 use crate::version::edit::FileMeta;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
@@ -349,13 +351,76 @@ impl InternalIterator for ErrorIter {
     }
 }
 
-/// An iterator over `[lo, hi]` at `seq`. `pin` is kept alive as long as the iterator.
+/// A cursor over nothing, for a table a skipping scan could not open.
+struct EmptyIter;
+
+impl InternalIterator for EmptyIter {
+    fn valid(&self) -> bool {
+        false
+    }
+    fn seek_to_first(&mut self) {}
+    fn seek_to_last(&mut self) {}
+    fn seek(&mut self, _: &[u8]) {}
+    fn seek_for_prev(&mut self, _: &[u8]) {}
+    fn next(&mut self) {}
+    fn prev(&mut self) {}
+    fn key(&self) -> &[u8] {
+        &[]
+    }
+    fn value(&self) -> &[u8] {
+        &[]
+    }
+    fn status(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A cursor over table `number` (internal keys `smallest..=largest`) for a scan: a skipping one
+/// when `skips` is set, which also steps over a table that cannot be opened (recording it whole).
+fn table_cursor(
+    cache: &crate::table_cache::TableCache,
+    number: u64,
+    (smallest, largest): (&[u8], &[u8]),
+    skips: Option<&Arc<SkipLog>>,
+) -> Result<Box<dyn InternalIterator>> {
+    let table = match (cache.get(number), skips) {
+        (Ok(table), _) => table,
+        (Err(e), Some(log)) if skippable(&e) => {
+            log.record(Skipped {
+                kind: SkippedKind::Table,
+                file: filename::table(std::path::Path::new(""), number)
+                    .display()
+                    .to_string(),
+                offset: 0,
+                start: Bound::Included(user_key(smallest).to_vec()),
+                end: Bound::Included(user_key(largest).to_vec()),
+                error: e,
+            });
+            return Ok(Box::new(EmptyIter));
+        }
+        (Err(e), _) => return Err(e),
+    };
+    Ok(Box::new(match skips {
+        Some(log) => table.iter_skipping(
+            true,
+            SkipSink {
+                log: log.clone(),
+                smallest: smallest.to_vec(),
+            },
+        ),
+        None => table.iter(true),
+    }))
+}
+
+/// An iterator over `[lo, hi]` at `seq`. `pin` is kept alive as long as the iterator. With
+/// `skips`, the scan steps over unreadable data and records it there (`ReadOptions`).
 pub(crate) fn iterator(
     inner: &Arc<DbInner>,
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
     seq: Option<SeqNo>,
     pin: Box<dyn std::any::Any + Send>,
+    skips: Option<Arc<SkipLog>>,
 ) -> DbIterator {
     let closed = inner.check_open().err();
     let (sv, seq) = read_view(inner, seq);
@@ -363,6 +428,7 @@ pub(crate) fn iterator(
     let source_sv = sv.clone();
     let (range_lo, range_hi) = (user_bound(&lo), user_bound(&hi));
     let (source_lo, source_hi) = (lo.clone(), hi.clone());
+    let source_skips = skips.clone();
     let make_source = move || -> Box<dyn InternalIterator> {
         if let Some(e) = &closed {
             return Box::new(ErrorIter(e.clone()));
@@ -378,8 +444,9 @@ pub(crate) fn iterator(
             if !overlaps(f, range_lo.as_deref(), range_hi.as_deref()) {
                 continue;
             }
-            match cache.get(f.number) {
-                Ok(table) => children.push(Box::new(table.iter(true))),
+            let bounds = (f.smallest.as_slice(), f.largest.as_slice());
+            match table_cursor(&cache, f.number, bounds, source_skips.as_ref()) {
+                Ok(cursor) => children.push(cursor),
                 Err(e) => children.push(Box::new(ErrorIter(e))),
             }
         }
@@ -403,12 +470,26 @@ pub(crate) fn iterator(
                 continue;
             }
             let cache = cache.clone();
-            children.push(Box::new(LevelIterator::new(
-                files.into(),
-                Arc::new(move |number| {
+            let files: Arc<[LevelFile]> = files.into();
+            let open: crate::iter::OpenFile = match source_skips.clone() {
+                None => Arc::new(move |number| {
                     Ok(Box::new(cache.get(number)?.iter(true)) as Box<dyn InternalIterator>)
                 }),
-            )));
+                Some(log) => {
+                    // The level iterator names a table by number; a skip reports its key range.
+                    let bounds: std::collections::HashMap<u64, (Vec<u8>, Vec<u8>)> = files
+                        .iter()
+                        .map(|f| (f.number, (f.smallest.clone(), f.largest.clone())))
+                        .collect();
+                    Arc::new(move |number| {
+                        let (smallest, largest) = bounds
+                            .get(&number)
+                            .map_or((&[][..], &[][..]), |(s, l)| (s.as_slice(), l.as_slice()));
+                        table_cursor(&cache, number, (smallest, largest), Some(&log))
+                    })
+                }
+            };
+            children.push(Box::new(LevelIterator::new(files, open)));
         }
         Box::new(MergingIterator::new(children))
     };
@@ -416,14 +497,18 @@ pub(crate) fn iterator(
     let blobs = sv.version.blobs.clone();
     let resolve: BlobResolver =
         Arc::new(move |user_key, value| blob_cache.read(&blobs, user_key, value));
-    DbIterator::new(
+    let it = DbIterator::new(
         Box::new(make_source),
         seq,
         lo,
         hi,
         Some(resolve),
         Box::new((sv, pin)),
-    )
+    );
+    match skips {
+        Some(log) => it.with_skip_log(log),
+        None => it,
+    }
 }
 
 fn user_bound(b: &Bound<Vec<u8>>) -> Option<Vec<u8>> {

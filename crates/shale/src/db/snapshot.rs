@@ -7,6 +7,7 @@ use super::{key_range, read, DbInner, KeyRange};
 use crate::error::Result;
 use crate::iter::DbIterator;
 use crate::key::SeqNo;
+use crate::options::ReadOptions;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -83,6 +84,11 @@ impl Snapshot {
     /// assert_eq!(snap.range("b"..).count(), 0);
     /// ```
     pub fn range(&self, range: impl KeyRange) -> DbIterator {
+        self.range_with(range, &ReadOptions::default())
+    }
+
+    /// [`Snapshot::range`] with read options (see [`crate::Db::range_with`]).
+    pub fn range_with(&self, range: impl KeyRange, options: &ReadOptions) -> DbIterator {
         let (lo, hi) = key_range::owned_bounds(&range);
         read::iterator(
             &self.handle.db,
@@ -90,6 +96,7 @@ impl Snapshot {
             hi,
             Some(self.handle.seq),
             Box::new(self.handle.clone()),
+            super::skip_log(options),
         )
     }
 
@@ -108,6 +115,7 @@ impl Snapshot {
             hi,
             Some(self.handle.seq),
             Box::new(self.handle.clone()),
+            None,
         )
     }
 }

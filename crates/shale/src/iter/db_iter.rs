@@ -23,12 +23,17 @@
 //!
 //! Errors: a source error, an internal key that fails to parse (`Corruption`), a failed blob
 //! lookup, or a blob reference without a resolver (`NotSupported`) is yielded once as `Err`.
+//! An iterator made with a [`SkipLog`] (`ReadOptions::skip_unreadable`) instead steps over a key
+//! whose blob record cannot be read and records it there; its table cursors do the same for data
+//! blocks. [`DbIterator::skipped`] reports what was stepped over.
 //!
 //! Concurrency: a `DbIterator` is `Send` and used by one thread at a time. What it reads is either
 //! immutable (tables of the pinned version) or append-only (memtables); entries written after the
 //! snapshot are newer than it and filtered out, so both ends see the same set of pairs.
 
+use super::skip::{skippable, SkipLog, Skipped, SkippedKind};
 use super::InternalIterator;
+use crate::blob::BlobRef;
 use crate::error::{Error, ErrorKind, Result};
 use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
 use std::any::Any;
@@ -84,6 +89,8 @@ pub struct DbIterator {
     /// The back end's candidate value while it walks the versions of a key.
     saved_value: Vec<u8>,
     done: bool,
+    /// Set for a scan that skips unreadable data; kept after the iterator is exhausted.
+    skips: Option<Arc<SkipLog>>,
 }
 
 impl DbIterator {
@@ -115,7 +122,36 @@ impl DbIterator {
             scratch: Vec::new(),
             saved_value: Vec::new(),
             done: false,
+            skips: None,
         }
+    }
+
+    /// Makes this a scan that steps over unreadable data, recording it in `log` (which the
+    /// table cursors of `make_source` share).
+    pub(crate) fn with_skip_log(mut self, log: Arc<SkipLog>) -> DbIterator {
+        self.skips = Some(log);
+        self
+    }
+
+    /// What this iterator stepped over so far, in the order met (at most
+    /// [`crate::iter::MAX_SKIPS_KEPT`]; [`DbIterator::skipped_count`] counts them all). Always
+    /// empty for an iterator that does not skip (the default: it fails on unreadable data).
+    ///
+    /// The pairs yielded are exact outside the ranges listed; inside them a key may be missing
+    /// or show an older version (see [`Skipped`]).
+    pub fn skipped(&self) -> Vec<Skipped> {
+        self.skips.as_ref().map_or_else(Vec::new, |log| log.kept())
+    }
+
+    /// How many distinct pieces of unreadable data (blocks, tables, blob records) this iterator
+    /// stepped over so far.
+    pub fn skipped_count(&self) -> u64 {
+        self.skips.as_ref().map_or(0, |log| log.count())
+    }
+
+    /// True for an iterator that steps over unreadable data (`ReadOptions::skip_unreadable`).
+    pub fn skips_unreadable(&self) -> bool {
+        self.skips.is_some()
     }
 
     /// Fuses the iterator and lets go of everything it holds, cursors before the pin.
@@ -219,6 +255,7 @@ impl DbIterator {
             upper,
             scratch,
             resolve,
+            skips,
             ..
         } = self;
         let snapshot = *snapshot;
@@ -291,7 +328,15 @@ impl DbIterator {
                     continue;
                 }
                 ValueKind::Value => src.value().to_vec(),
-                ValueKind::BlobRef => resolve_blob(resolve, p.user_key, src.value())?,
+                ValueKind::BlobRef => match resolve_blob(resolve, p.user_key, src.value()) {
+                    Ok(value) => value,
+                    Err(e) => {
+                        skip_blob(skips, p.user_key, src.value(), e)?;
+                        steps += 1;
+                        src.next();
+                        continue;
+                    }
+                },
             };
             fe.consumed = true;
             fe.parked = true;
@@ -315,6 +360,7 @@ impl DbIterator {
             scratch,
             saved_value,
             resolve,
+            skips,
             ..
         } = self;
         let snapshot = *snapshot;
@@ -378,7 +424,13 @@ impl DbIterator {
             let value = match decision {
                 None | Some(ValueKind::Deletion) => continue,
                 Some(ValueKind::Value) => std::mem::take(saved_value),
-                Some(ValueKind::BlobRef) => resolve_blob(resolve, &be.key, saved_value)?,
+                Some(ValueKind::BlobRef) => match resolve_blob(resolve, &be.key, saved_value) {
+                    Ok(value) => value,
+                    Err(e) => {
+                        skip_blob(skips, &be.key, saved_value, e)?;
+                        continue;
+                    }
+                },
             };
             return Ok(Some((be.key.clone(), value)));
         }
@@ -478,6 +530,33 @@ fn resolve_blob(
             "iterator: entry is a blob reference but this read has no blob resolver",
         )),
     }
+}
+
+/// A blob record of `user_key` (reference `blob_ref`) could not be read with `err`: `Err(err)`
+/// unless this is a skipping scan and the error is one it steps over; then the key is recorded
+/// as skipped and `Ok` lets the scan go on without it.
+fn skip_blob(
+    skips: &Option<Arc<SkipLog>>,
+    user_key: &[u8],
+    blob_ref: &[u8],
+    err: Error,
+) -> Result<()> {
+    let Some(log) = skips.as_ref().filter(|_| skippable(&err)) else {
+        return Err(err);
+    };
+    let (file, offset) = match BlobRef::decode(blob_ref) {
+        Some(r) => (crate::filename::blob_name(r.file), r.offset),
+        None => ("(malformed blob reference)".to_string(), 0),
+    };
+    log.record(Skipped {
+        kind: SkippedKind::BlobRecord,
+        file,
+        offset,
+        start: Bound::Included(user_key.to_vec()),
+        end: Bound::Included(user_key.to_vec()),
+        error: err,
+    });
+    Ok(())
 }
 
 /// Appends the trailer `(seq, kind)` to a seek target.

@@ -13,10 +13,12 @@
 //! - `level`: [`LevelIterator`], the concatenation of the non-overlapping tables of one level.
 //! - `db_iter`: [`DbIterator`], the user-facing iterator that resolves versions, tombstones,
 //!   snapshots and bounds on top of a merged cursor.
+//! - `skip`: [`Skipped`] and the log of what a scan that skips unreadable data stepped over.
 
 mod db_iter;
 mod level;
 mod merge;
+mod skip;
 #[cfg(test)]
 mod tests;
 
@@ -27,6 +29,8 @@ pub(crate) use db_iter::{BlobResolver, SourceFactory, MAX_SEQUENTIAL_SKIP};
 pub(crate) use level::{LevelFile, LevelIterator, OpenFile};
 #[allow(unused_imports)] // used by the read path as it lands
 pub(crate) use merge::MergingIterator;
+pub(crate) use skip::{skippable, SkipLog};
+pub use skip::{Skipped, SkippedKind, MAX_SKIPS_KEPT};
 
 use crate::error::Result;
 

@@ -42,7 +42,7 @@ pub(crate) use builder::{TableBuilder, TableInfo};
 #[allow(unused_imports)] // used by the read path as it lands
 pub(crate) use properties::Properties;
 #[allow(unused_imports)] // used by the read path as it lands
-pub(crate) use table::{Table, TableIterator};
+pub(crate) use table::{SkipSink, Table, TableIterator};
 
 use crate::options::{Compression, Options};
 

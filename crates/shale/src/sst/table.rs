@@ -13,6 +13,10 @@
 //! Bytes from disk never cause a panic: every failure is a `Corruption` error naming the file and
 //! the offset of the block (plus the position inside the decoded block when that helps).
 //!
+//! A cursor made by [`Table::iter_skipping`] steps over a data block it cannot read or decode
+//! instead of failing, and records it (with the key range its index entries give) in a
+//! [`SkipLog`]; see `iter/skip.rs`.
+//!
 //! Concurrency: a `Table` is immutable after `open` and shared (`Arc`) by readers and compactions;
 //! the block cache is shared by all tables. A `TableIterator` has one owner.
 
@@ -26,8 +30,9 @@ use super::properties::Properties;
 use crate::cache::BlockCache;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::RandomAccessFile;
-use crate::iter::InternalIterator;
-use crate::key::{compare_internal, user_key};
+use crate::iter::{skippable, InternalIterator, SkipLog, Skipped, SkippedKind};
+use crate::key::{compare_internal, trailer, user_key, KIND_FOR_SEEK};
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -525,7 +530,20 @@ impl Table {
             data: None,
             data_handle: BlockHandle::default(),
             err: None,
+            skip: None,
         }
+    }
+
+    /// [`Table::iter`] for a scan that steps over unreadable data blocks, recording each in
+    /// `sink.log` instead of failing (see [`TableIterator::block_failed`]).
+    pub(crate) fn iter_skipping(
+        self: &Arc<Self>,
+        fill_cache: bool,
+        sink: SkipSink,
+    ) -> TableIterator {
+        let mut it = self.iter(fill_cache);
+        it.skip = Some(sink);
+        it
     }
 
     /// The table's statistics.
@@ -549,6 +567,13 @@ pub(crate) struct Probe {
     at: Option<usize>,
 }
 
+/// Where a skipping table cursor records the blocks it steps over.
+pub(crate) struct SkipSink {
+    pub log: Arc<SkipLog>,
+    /// The table's smallest internal key (from its metadata): the start of its first block.
+    pub smallest: Vec<u8>,
+}
+
 /// A cursor over a whole table, both directions: an index cursor picks the data block, a data
 /// cursor walks it. Owns an `Arc` of its table, so it is `'static` and `Send`. The first error is
 /// sticky: the cursor turns invalid and `status()` reports it.
@@ -560,6 +585,8 @@ pub(crate) struct TableIterator {
     data: Option<BlockIter<Arc<Block>>>,
     data_handle: BlockHandle,
     err: Option<Error>,
+    /// Set for a cursor that steps over unreadable data blocks.
+    skip: Option<SkipSink>,
 }
 
 impl TableIterator {
@@ -572,6 +599,62 @@ impl TableIterator {
         }
     }
 
+    /// The data block at `offset` (the index cursor's entry) could not be read or decoded: fails
+    /// the cursor, or for a skipping cursor records the block and leaves the data cursor
+    /// unpositioned, so that the caller's walk moves on to the next index entry.
+    fn block_failed(&mut self, offset: u64, err: Error) {
+        let Some(sink) = self.skip.as_ref().filter(|_| skippable(&err)) else {
+            return self.fail(err);
+        };
+        let (start, end) = self.block_range(&sink.smallest);
+        let file = self.table.path.file_name().map_or_else(
+            || self.table.path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        sink.log.record(Skipped {
+            kind: SkippedKind::Block,
+            file,
+            offset,
+            start,
+            end,
+            error: err,
+        });
+        if let Some(d) = &mut self.data {
+            d.invalidate();
+        }
+    }
+
+    /// The user keys the data block of the index cursor's entry holds, from the index alone: after
+    /// the previous entry's key (the table's first key for the first block), up to this entry's
+    /// key. An index key is the block's last key, or a shorter key before the next block, which
+    /// carries the seek kind and matches no entry (then the bound excludes it).
+    fn block_range(&self, smallest: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+        let bound = |ikey: &[u8], real: fn(Vec<u8>) -> Bound<Vec<u8>>| {
+            let k = user_key(ikey).to_vec();
+            if trailer(ikey) & 0xff == u64::from(KIND_FOR_SEEK) {
+                Bound::Excluded(k)
+            } else {
+                real(k)
+            }
+        };
+        if !self.index.valid() {
+            return (Bound::Unbounded, Bound::Unbounded);
+        }
+        let here = self.index.key();
+        let end = bound(here, Bound::Included);
+        // Index keys are distinct: a seek to this one lands on it, and one step back is the
+        // previous entry.
+        let mut before = BlockIter::new(self.table.index.clone());
+        before.seek(here);
+        before.prev();
+        let start = if before.valid() {
+            Bound::Excluded(user_key(before.key()).to_vec())
+        } else {
+            Bound::Included(user_key(smallest).to_vec())
+        };
+        (start, end)
+    }
+
     fn data_valid(&self) -> bool {
         self.data.as_ref().is_some_and(|d| d.valid())
     }
@@ -579,8 +662,9 @@ impl TableIterator {
     /// Turns a data cursor corruption into the iterator's error. Returns false on error.
     fn check_data(&mut self) -> bool {
         if let Some(e) = self.data.as_ref().and_then(|d| d.corruption()) {
-            let err = corrupt_in_block(&self.table.path, self.data_handle.offset, e);
-            self.fail(err);
+            let offset = self.data_handle.offset;
+            let err = corrupt_in_block(&self.table.path, offset, e);
+            self.block_failed(offset, err);
         }
         self.err.is_none()
     }
@@ -615,7 +699,7 @@ impl TableIterator {
                     Some(d) => d.reset(block),
                     None => self.data = Some(BlockIter::new(block)),
                 },
-                Err(e) => return self.fail(e),
+                Err(e) => return self.block_failed(handle.offset, e),
             }
             self.data_handle = handle;
         }
