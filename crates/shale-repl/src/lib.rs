@@ -34,7 +34,8 @@ pub use raft::{
     DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT,
 };
 pub use replica::{
-    ClusterStatus, FollowerStatus, Replica, ReplicaConfig, Role, GROUP_BYTES, MAX_ENTRY_BYTES,
+    ClusterStatus, FollowerStatus, PendingWrite, Replica, ReplicaConfig, Role, GROUP_BYTES,
+    MAX_ENTRY_BYTES,
 };
 pub use snapshot::{FileInfo, Piece, SnapshotFiles};
 pub use state_machine::ApplyHook;

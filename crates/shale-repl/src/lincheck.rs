@@ -48,16 +48,43 @@ pub enum Verdict {
 /// Search steps allowed per key before giving up.
 pub const MAX_STEPS_PER_KEY: u64 = 20_000_000;
 
+/// Most memoized configurations per key before the search gives up.
+pub const MAX_MEMO_PER_KEY: usize = 2_000_000;
+
 /// Checks `history`; keys are checked in order and the first that fails decides.
+///
+/// Writes of unknown outcome are simplified first, without changing the verdict: one whose
+/// value no read returned is dropped (any order that applies it can apply the next write right
+/// after it instead, or nothing when none follows), and one whose value a read returned took
+/// effect before that read answered, so it gets the earliest such answer as its response. Values
+/// must be unique per key for this (every test writes unique values).
 pub fn check(history: &[Event]) -> Verdict {
-    let mut by_key: BTreeMap<&[u8], Vec<&Event>> = BTreeMap::new();
+    let mut by_key: BTreeMap<&[u8], Vec<Event>> = BTreeMap::new();
     for e in history {
         if matches!(e.op, Op::Read(_)) && e.returned.is_none() {
             continue;
         }
-        by_key.entry(&e.key).or_default().push(e);
+        by_key.entry(&e.key).or_default().push(e.clone());
     }
-    for (key, events) in by_key {
+    for (key, mut events) in by_key {
+        let mut first_seen: std::collections::HashMap<Vec<u8>, u64> = Default::default();
+        for e in &events {
+            if let (Op::Read(Some(v)), Some(r)) = (&e.op, e.returned) {
+                let at = first_seen.entry(v.clone()).or_insert(r);
+                *at = (*at).min(r);
+            }
+        }
+        events.retain_mut(|e| match (&e.op, e.returned) {
+            (Op::Write(v), None) => match first_seen.get(v) {
+                Some(&r) => {
+                    e.returned = Some(r.max(e.invoked));
+                    true
+                }
+                None => false,
+            },
+            _ => true,
+        });
+        let events: Vec<&Event> = events.iter().collect();
         match check_register(&events) {
             Some(true) => {}
             Some(false) => {
@@ -130,6 +157,9 @@ fn check_register(events: &[&Event]) -> Option<bool> {
                 let after = if write { v } else { state };
                 if ok {
                     done[i / 64] |= 1 << (i % 64);
+                    if seen.len() >= MAX_MEMO_PER_KEY {
+                        return None;
+                    }
                     if seen.insert((done.clone(), after)) {
                         stack.push((i, state));
                         state = after;

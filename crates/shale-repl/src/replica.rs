@@ -130,6 +130,21 @@ impl Waiter {
     }
 }
 
+/// A write queued by [`Replica::submit`].
+pub struct PendingWrite(std::sync::mpsc::Receiver<Result<u64, ReplError>>);
+
+impl PendingWrite {
+    /// Blocks until the write's entry is applied here and returns its index.
+    ///
+    /// # Errors
+    /// As [`Replica::write`].
+    pub fn wait(self) -> Result<u64, ReplError> {
+        self.0
+            .recv()
+            .unwrap_or_else(|_| Err(ReplError::Unavailable("the replica stopped".into())))
+    }
+}
+
 #[derive(Default)]
 struct Queue {
     batches: Vec<(WriteBatch, Waiter)>,
@@ -272,10 +287,19 @@ impl Replica {
     /// # Errors
     /// As [`Replica::write`].
     pub fn write_blocking(&self, batch: WriteBatch) -> Result<u64, ReplError> {
+        self.submit(batch)?.wait()
+    }
+
+    /// Queues `batch` for replication and returns at once; [`PendingWrite::wait`] blocks until
+    /// its entry is applied here. Batches are proposed in the order they were submitted, so a
+    /// caller may submit under a lock that orders its batches and wait after releasing it.
+    ///
+    /// # Errors
+    /// `NotLeader` on a follower; `Unavailable` while stopping; `TooLarge`.
+    pub fn submit(&self, batch: WriteBatch) -> Result<PendingWrite, ReplError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.enqueue(batch, Waiter::Blocking(tx))?;
-        rx.recv()
-            .unwrap_or_else(|_| Err(ReplError::Unavailable("the replica stopped".into())))
+        Ok(PendingWrite(rx))
     }
 
     fn enqueue(&self, batch: WriteBatch, waiter: Waiter) -> Result<(), ReplError> {
@@ -313,6 +337,11 @@ impl Replica {
         self.inner.barrier_wanted.notify_one();
         rx.await
             .unwrap_or_else(|_| Err(ReplError::Unavailable("the replica stopped".into())))
+    }
+
+    /// The current Raft term as this node knows it.
+    pub fn term(&self) -> u64 {
+        self.inner.raft.metrics().borrow().current_term
     }
 
     /// Whether this node believes it is the leader.

@@ -150,6 +150,95 @@ pub struct Config {
     pub index_slots: usize,
     /// Cache mode: the index engine. Default [`IndexEngine::Cpu`].
     pub index: IndexEngine,
+    /// Replication: the `[cluster]` table. Off (a single node) unless `node-id` is set.
+    pub cluster: ClusterConfig,
+}
+
+/// Default Raft heartbeat period in milliseconds.
+pub const DEFAULT_HEARTBEAT_MS: u64 = shale_repl::DEFAULT_HEARTBEAT_MS;
+/// Default election timeout range in milliseconds.
+pub const DEFAULT_ELECTION_TIMEOUT_MS: (u64, u64) = shale_repl::DEFAULT_ELECTION_TIMEOUT_MS;
+/// Connection threads of a cluster node when `threads` is 0: a write batch waits for its Raft
+/// entry on its connection's thread (holding its key locks), so each of many concurrent clients
+/// needs a thread of its own for their writes to share entries and fsyncs.
+pub const CLUSTER_DEFAULT_THREADS: usize = 64;
+
+/// The `[cluster]` settings (command line: `--node-id`, `--raft-addr`, `--peers`, ...).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ClusterConfig {
+    /// This node's id; setting it turns replication on.
+    pub node_id: Option<u64>,
+    /// `host:port` of this node's Raft listener.
+    pub raft_addr: Option<String>,
+    /// `host:port` other nodes forward client requests to; default `bind:port`.
+    pub advertise: Option<String>,
+    /// The cluster's first members, this node included, as `ID=RAFT_HOST:PORT/CLIENT_HOST:PORT`.
+    pub peers: Vec<String>,
+    /// A node started to join a running cluster (added with `CLUSTER ADD` on the leader)
+    /// rather than to start one with `peers`.
+    pub join: bool,
+    /// Raft heartbeat period. Default [`DEFAULT_HEARTBEAT_MS`].
+    pub heartbeat_ms: u64,
+    /// Shortest election timeout. Default [`DEFAULT_ELECTION_TIMEOUT_MS`]`.0`.
+    pub election_timeout_min_ms: u64,
+    /// Longest election timeout. Default [`DEFAULT_ELECTION_TIMEOUT_MS`]`.1`.
+    pub election_timeout_max_ms: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> ClusterConfig {
+        ClusterConfig {
+            node_id: None,
+            raft_addr: None,
+            advertise: None,
+            peers: Vec::new(),
+            join: false,
+            heartbeat_ms: DEFAULT_HEARTBEAT_MS,
+            election_timeout_min_ms: DEFAULT_ELECTION_TIMEOUT_MS.0,
+            election_timeout_max_ms: DEFAULT_ELECTION_TIMEOUT_MS.1,
+        }
+    }
+}
+
+/// Parses a peer, `ID=RAFT_HOST:PORT/CLIENT_HOST:PORT`.
+///
+/// # Errors
+/// A message naming the malformed peer.
+pub fn parse_peer(s: &str) -> Result<(u64, shale_repl::NodeInfo), String> {
+    let bad = || format!("peer {s:?} is not ID=RAFT_HOST:PORT/CLIENT_HOST:PORT");
+    let (id, addrs) = s.split_once('=').ok_or_else(bad)?;
+    let (raft, client) = addrs.split_once('/').ok_or_else(bad)?;
+    let id: u64 = id.trim().parse().map_err(|_| bad())?;
+    for a in [raft, client] {
+        if a.rsplit_once(':')
+            .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+        {
+            return Err(bad());
+        }
+    }
+    Ok((
+        id,
+        shale_repl::NodeInfo {
+            raft_addr: raft.to_string(),
+            client_addr: client.to_string(),
+        },
+    ))
+}
+
+impl ClusterConfig {
+    /// Whether replication is on.
+    pub fn enabled(&self) -> bool {
+        self.node_id.is_some()
+    }
+
+    /// The peers, parsed.
+    ///
+    /// # Errors
+    /// A malformed peer.
+    pub fn members(&self) -> Result<std::collections::BTreeMap<u64, shale_repl::NodeInfo>, String> {
+        self.peers.iter().map(|p| parse_peer(p)).collect()
+    }
 }
 
 /// Which engine runs the cache's index (`shale_cache::index`).
@@ -272,6 +361,7 @@ impl Default for Config {
             batch_period_us: 0,
             index_slots: 0,
             index: IndexEngine::Cpu,
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -366,6 +456,15 @@ impl Config {
             ("batch-period-us", self.batch_period_us.to_string()),
             ("index-slots", self.index_slots.to_string()),
             ("index", self.index.name().to_string()),
+            (
+                "cluster-node-id",
+                self.cluster.node_id.map_or("off".into(), |n| n.to_string()),
+            ),
+            (
+                "cluster-raft-addr",
+                self.cluster.raft_addr.clone().unwrap_or_default(),
+            ),
+            ("cluster-peers", self.cluster.peers.join(",")),
         ]
     }
 
@@ -392,6 +491,34 @@ impl Config {
         if self.max_multibulk_len == 0 {
             return Err("max-multibulk-len must be at least 1".into());
         }
+        let c = &self.cluster;
+        if c.enabled() && self.mode == Mode::Cache {
+            return Err("cluster: replication is for the store, not the cache mode".into());
+        }
+        if let Some(id) = c.node_id {
+            if c.raft_addr.is_none() {
+                return Err("cluster: node-id needs raft-addr".into());
+            }
+            let members = c.members()?;
+            if !c.join && !members.contains_key(&id) {
+                return Err(format!(
+                    "cluster: peers must list this node ({id}) unless it joins a running cluster"
+                ));
+            }
+            if c.heartbeat_ms == 0 || c.election_timeout_min_ms <= c.heartbeat_ms * 2 {
+                return Err(
+                    "cluster: election-timeout-min-ms must exceed twice heartbeat-ms".into(),
+                );
+            }
+            if c.election_timeout_max_ms <= c.election_timeout_min_ms {
+                return Err(
+                    "cluster: election-timeout-max-ms must exceed election-timeout-min-ms".into(),
+                );
+            }
+        } else if !c.peers.is_empty() || c.raft_addr.is_some() {
+            return Err("cluster: peers and raft-addr need node-id".into());
+        }
+
         Ok(())
     }
 }
@@ -427,5 +554,27 @@ mod tests {
         assert_eq!(c.maxmemory, MemSize(1000));
         assert!("12xb".parse::<MemSize>().is_err());
         assert_eq!("2GB".parse::<MemSize>(), Ok(MemSize(2 << 30)));
+    }
+
+    #[test]
+    fn cluster_settings_come_from_a_table_and_are_checked() {
+        let c: Config = toml::from_str(
+            "port = 6381\n[cluster]\nnode-id = 1\nraft-addr = \"127.0.0.1:7001\"\n\
+             peers = [\"1=127.0.0.1:7001/127.0.0.1:6381\", \"2=127.0.0.1:7002/127.0.0.1:6382\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.cluster.node_id, Some(1));
+        c.validate().unwrap();
+        assert_eq!(
+            c.cluster.members().unwrap()[&2].client_addr,
+            "127.0.0.1:6382"
+        );
+        let mut bad = c.clone();
+        bad.cluster.peers = vec!["2=127.0.0.1:7002/127.0.0.1:6382".into()];
+        assert!(bad.validate().is_err(), "peers must name the node itself");
+        for p in ["1", "x=a:1/b:2", "1=a:1", "1=a/b:2", "1=a:x/b:2"] {
+            assert!(parse_peer(p).is_err(), "{p}");
+        }
+        assert!(Config::default().validate().is_ok());
     }
 }

@@ -13,7 +13,12 @@
 //! A protocol error (malformed frame, a broken limit) is answered with Redis's error text after
 //! the replies to the requests before it, and the connection is closed, as Redis does.
 //! At shutdown the connection stops reading but finishes the batch it is running.
+//!
+//! On a cluster node a batch first passes `cluster::dispatch`, which runs it here (its writes
+//! are durable once committed through the Raft log, so nothing is flushed or synced here) or
+//! forwards it to the leader.
 
+use crate::cluster;
 use crate::config::Appendfsync;
 use crate::exec;
 use crate::metrics::add;
@@ -52,6 +57,8 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
     let mut requests: Vec<Request> = Vec::new();
     // Input read while a command was blocked, not yet decoded.
     let mut pending_input = false;
+    // On a cluster follower: the connection to the leader that batches are forwarded over.
+    let mut upstream: Option<cluster::Upstream> = None;
     loop {
         if *shutdown.borrow() {
             break;
@@ -83,7 +90,9 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
         let auth_failures = s.auth_failures;
         if !requests.is_empty() {
             let mut batch = std::mem::take(&mut requests);
-            let mut from = 0;
+            let here = shared.store.replica().is_none()
+                || cluster::dispatch(&shared, &mut s, &batch, &mut o, &mut upstream).await;
+            let mut from = if here { 0 } else { batch.len() };
             while from < batch.len() {
                 let Some((back, batch_back, out_back, outcome, durable)) =
                     execute_durably(&shared, s, batch, from, o).await
@@ -207,7 +216,8 @@ async fn execute_durably(
     Result<(), String>,
 )> {
     let part = &batch[from..];
-    let writes = exec::writes_anything(part);
+    // A cluster node's writes are durable when their commit returns.
+    let writes = exec::writes_anything(part) && shared.store.replica().is_none();
     let always = shared.store.appendfsync() == Appendfsync::Always && writes;
     let large = part
         .iter()
@@ -260,6 +270,9 @@ fn execute(
 /// Makes the writes before now leave the process (`Db::flush_wal`), or, under `appendfsync
 /// always` when `sync_always`, reach the disk. The error is the line to answer with.
 async fn settle(shared: &Shared, sync_always: bool) -> Result<(), String> {
+    if shared.store.replica().is_some() {
+        return Ok(());
+    }
     if sync_always && shared.store.appendfsync() == Appendfsync::Always {
         return shared
             .store

@@ -155,9 +155,18 @@ fn section(out: &mut String, shared: &Shared, _session: &Session, name: &str) {
         }
         "replication" => {
             line("# Replication", &"");
-            line("role", &"master");
-            line("connected_slaves", &0);
-            line("master_repl_offset", &0);
+            match shared.store.replica() {
+                Some(replica) => {
+                    for (k, v) in crate::cluster::info_lines(replica) {
+                        line(&k, &v);
+                    }
+                }
+                None => {
+                    line("role", &"master");
+                    line("connected_slaves", &0);
+                    line("master_repl_offset", &0);
+                }
+            }
         }
         "keyspace" => {
             line("# Keyspace", &"");

@@ -17,6 +17,7 @@
 //! `docs/design/0005-server.md` explains the decisions.
 
 pub mod cache_mode;
+pub mod cluster;
 pub mod commands;
 pub mod config;
 pub mod connection;

@@ -72,6 +72,9 @@ struct ServeArgs {
     /// Engine row cache in bytes; 0 turns it off [default: 0].
     #[arg(long)]
     row_cache_size: Option<usize>,
+    /// Engine memtable size in bytes [default: 67108864].
+    #[arg(long)]
+    write_buffer_size: Option<usize>,
     /// Engine memory component [default: flodb].
     #[arg(long, value_enum)]
     memtable: Option<shale_server::config::Memtable>,
@@ -97,6 +100,27 @@ struct ServeArgs {
     /// [default: cpu].
     #[arg(long, value_enum)]
     index: Option<shale_server::config::IndexEngine>,
+    /// Cluster: this node's id (turns replication on).
+    #[arg(long)]
+    node_id: Option<u64>,
+    /// Cluster: HOST:PORT of this node's Raft listener.
+    #[arg(long)]
+    raft_addr: Option<String>,
+    /// Cluster: the first members, ID=RAFT_HOST:PORT/CLIENT_HOST:PORT, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    peers: Option<Vec<String>>,
+    /// Cluster: HOST:PORT other nodes forward clients to [default: bind:port].
+    #[arg(long)]
+    advertise: Option<String>,
+    /// Cluster: join a running cluster (added on its leader) instead of starting one.
+    #[arg(long)]
+    join: bool,
+    /// Cluster: Raft heartbeat period in milliseconds [default: 100].
+    #[arg(long)]
+    heartbeat_ms: Option<u64>,
+    /// Cluster: election timeout range in milliseconds, MIN-MAX [default: 500-1000].
+    #[arg(long)]
+    election_timeout_ms: Option<String>,
 }
 
 impl ServeArgs {
@@ -127,13 +151,39 @@ impl ServeArgs {
             megakv_port,
             batch_period_us,
             index_slots,
-            index
+            index,
+            write_buffer_size
         );
         if self.requirepass.is_some() {
             c.requirepass = self.requirepass;
         }
         if self.metrics_port.is_some() {
             c.metrics_port = self.metrics_port;
+        }
+        let cl = &mut c.cluster;
+        if self.node_id.is_some() {
+            cl.node_id = self.node_id;
+        }
+        if self.raft_addr.is_some() {
+            cl.raft_addr = self.raft_addr;
+        }
+        if let Some(p) = self.peers {
+            cl.peers = p;
+        }
+        if self.advertise.is_some() {
+            cl.advertise = self.advertise;
+        }
+        cl.join |= self.join;
+        if let Some(h) = self.heartbeat_ms {
+            cl.heartbeat_ms = h;
+        }
+        if let Some(range) = &self.election_timeout_ms {
+            let (lo, hi) = range
+                .split_once('-')
+                .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                .ok_or_else(|| format!("--election-timeout-ms {range:?} is not MIN-MAX"))?;
+            cl.election_timeout_min_ms = lo;
+            cl.election_timeout_max_ms = hi;
         }
         Ok(c)
     }
@@ -143,7 +193,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn")),
         )
         .with_writer(std::io::stderr)
         .init();

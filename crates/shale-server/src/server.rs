@@ -8,6 +8,7 @@
 //! The front ends sit behind [`Frontend`]: today only RESP; Mega-KV's binary protocol will be a
 //! second listener over the same [`Shared`] state.
 
+use crate::cluster::Cluster;
 use crate::config::{Appendfsync, Config};
 use crate::shared::{Cursors, Shared};
 use crate::store::{expiry, Store};
@@ -46,10 +47,10 @@ pub fn run(mut config: Config) -> Result<(), String> {
         println!("{warning}");
         tracing::warn!("{warning}");
     }
-    let threads = if config.threads == 0 {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
-    } else {
-        config.threads
+    let threads = match config.threads {
+        0 if config.cluster.enabled() => crate::config::CLUSTER_DEFAULT_THREADS,
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
     };
     // The main runtime accepts, runs the background tasks and hands each connection to a shard.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -128,17 +129,28 @@ async fn serve(config: Config, shards: &Shards) -> Result<(), String> {
         env!("CARGO_PKG_VERSION")
     );
     let options = config.engine_options();
-    let dir = config.dir.clone();
-    let db = tokio::task::spawn_blocking(move || shale::Db::open(&dir, options))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("cannot open the database in {}: {e}", config.dir.display()))?;
-    let store =
-        Store::new(db, config.appendfsync).map_err(|e| format!("cannot read the database: {e}"))?;
     let listener = TcpListener::bind((config.bind.as_str(), config.port))
         .await
         .map_err(|e| format!("cannot listen on {}:{}: {e}", config.bind, config.port))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let (store, cluster) = if config.cluster.enabled() {
+        let c = config.clone();
+        let cluster = tokio::task::spawn_blocking(move || Cluster::start(&c, options, port))
+            .await
+            .map_err(|e| e.to_string())??;
+        let store = Store::replicated(cluster.replica.clone(), config.appendfsync)
+            .map_err(|e| format!("cannot read the database: {e}"))?;
+        (store, Some(cluster))
+    } else {
+        let dir = config.dir.clone();
+        let db = tokio::task::spawn_blocking(move || shale::Db::open(&dir, options))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("cannot open the database in {}: {e}", config.dir.display()))?;
+        let store = Store::new(db, config.appendfsync)
+            .map_err(|e| format!("cannot read the database: {e}"))?;
+        (store, None)
+    };
     let metrics_listener = match config.metrics_port {
         Some(p) => Some(
             TcpListener::bind((config.bind.as_str(), p))
@@ -162,6 +174,7 @@ async fn serve(config: Config, shards: &Shards) -> Result<(), String> {
         shutting_down: AtomicBool::new(false),
         shutdown_tx,
         last_sync: AtomicU64::new(0),
+        cluster: parking_lot::Mutex::new(cluster),
         config,
     });
     let mut background = JoinSet::new();
@@ -310,9 +323,15 @@ pub fn loopback_only(bind: &str) -> bool {
 async fn finish(shared: Arc<Shared>) -> Result<(), String> {
     tokio::task::spawn_blocking(move || {
         let sync = shared.store.db().sync_wal();
+        if let Some(mut cluster) = shared.cluster.lock().take() {
+            cluster.stop();
+        }
         let close = match Arc::try_unwrap(shared) {
-            Ok(sh) => sh.store.into_db().close(),
-            Err(_) => Ok(()), // Still shared: dropping the last handle closes it.
+            Ok(sh) => match Arc::try_unwrap(sh.store.into_db()) {
+                Ok(db) => db.close(),
+                Err(_) => Ok(()), // Still shared: dropping the last handle closes it.
+            },
+            Err(_) => Ok(()),
         };
         sync.and(close)
             .map_err(|e| format!("closing the database failed: {e}"))
@@ -350,6 +369,10 @@ async fn sweeper(shared: Arc<Shared>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        // On a cluster node only the leader expires keys (its deletions replicate).
+        if shared.store.replica().is_some_and(|r| !r.is_leader()) {
+            continue;
+        }
         let sh = shared.clone();
         match tokio::task::spawn_blocking(move || expiry::sweep(&sh.store)).await {
             Ok(Ok(n)) => metrics::add(&shared.metrics.expired_keys, n as u64),

@@ -63,6 +63,9 @@ pub struct Session {
     pub watch_flag: Arc<WatchFlag>,
     /// The wait of a blocked command (BLPOP, ...), set by the command, taken by the connection.
     pub blocked: Option<Blocking>,
+    /// `READONLY`: on a cluster node, reads run here even when it is a follower (possibly
+    /// stale) instead of going to the leader.
+    pub readonly: bool,
 }
 
 /// The delay after a connection's first failed `AUTH`; each later failure doubles it.
@@ -88,6 +91,7 @@ impl Session {
             watched: Vec::new(),
             watch_flag: Arc::new(WatchFlag::default()),
             blocked: None,
+            readonly: false,
         }
     }
 

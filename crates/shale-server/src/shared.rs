@@ -79,6 +79,8 @@ pub struct Shared {
     pub shutdown_tx: watch::Sender<bool>,
     /// Unix seconds of the last WAL sync.
     pub last_sync: AtomicU64,
+    /// On a cluster node: the replica's runtime, stopped at shutdown.
+    pub cluster: Mutex<Option<crate::cluster::Cluster>>,
 }
 
 impl Shared {

@@ -535,6 +535,13 @@ pub(super) fn flushall(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn swapdb(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
+    if ctx.shared.store.replica().is_some() {
+        // A follower maps databases as it did at open; swapping them would send its
+        // READONLY reads to the wrong one.
+        return Err(CmdError::msg(
+            "ERR SWAPDB is not supported on a cluster node",
+        ));
+    }
     let index = |arg: &[u8], what: &'static str| -> Result<u8, CmdError> {
         let n = args::parse_i64(arg).ok_or_else(|| CmdError::msg(what))?;
         u8::try_from(n)

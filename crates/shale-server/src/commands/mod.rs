@@ -8,6 +8,7 @@
 //! so an error reply never leaves a half-done command behind.
 
 mod args;
+mod cluster;
 pub mod config;
 pub mod glob;
 mod hash;
@@ -340,6 +341,9 @@ pub static COMMANDS: &[Command] = &[
     cmd("discard", 1, TXN | FAST, NONE, server::transaction),
     cmd("watch", -2, TXN | FAST, ALL, server::transaction),
     cmd("unwatch", 1, TXN | FAST, NONE, server::transaction),
+    // Cluster.
+    cmd("readonly", 1, A | FAST, NONE, cluster::readonly),
+    cmd("readwrite", 1, A | FAST, NONE, cluster::readwrite),
     // Strings.
     cmd("get", 2, RF, ONE, strings::get),
     cmd("set", -3, W, ONE, strings::set),

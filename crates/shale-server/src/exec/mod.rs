@@ -202,7 +202,8 @@ fn finish(shared: &Shared, session: &Session, mut txn: Txn<'_>, out: &mut BytesM
 
 /// What follows every commit once the batch's locks are released.
 fn after_commit(shared: &Shared, expired: Vec<(u8, Vec<u8>)>, ready: Vec<(u8, Vec<u8>)>) {
-    if !expired.is_empty() {
+    // A cluster follower leaves expired keys to the leader, whose deletions replicate.
+    if !expired.is_empty() && shared.store.accepts_writes() {
         match expiry::delete_expired(&shared.store, &expired) {
             Ok(n) => add(&shared.metrics.expired_keys, n as u64),
             Err(e) => tracing::warn!(error = ?e, "deleting expired keys failed"),

@@ -134,6 +134,7 @@ pub fn control(
             session.db = 0;
             session.version = shale_proto::resp::Version::Resp2;
             session.name = None;
+            session.readonly = false;
             session.authenticated = shared.config.requirepass.is_none();
             reply(out, Ok(b"RESET"));
         }

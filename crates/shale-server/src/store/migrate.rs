@@ -22,19 +22,7 @@ pub(super) struct State {
 pub(super) fn open(db: &Db) -> shale::Result<State> {
     match db.get(format::FORMAT_KEY)? {
         Some(v) => {
-            let version = v
-                .get(..4)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_be_bytes)
-                .ok_or_else(|| damaged("format version"))?;
-            if version != FORMAT_VERSION {
-                return Err(Error::new(
-                    ErrorKind::NotSupported,
-                    format!(
-                        "the keyspace has format version {version}; this server reads version {FORMAT_VERSION}"
-                    ),
-                ));
-            }
+            check_version(&v)?;
             read_state(db)
         }
         None => {
@@ -52,11 +40,45 @@ pub(super) fn open(db: &Db) -> shale::Result<State> {
     }
 }
 
+/// Reads the current encoding's records without writing (a cluster node, whose writes go
+/// through its log): a keyspace without records reads as a new one.
+///
+/// # Errors
+/// As [`open`], and `NotSupported` for a keyspace of another version.
+pub(super) fn read_current(db: &Db) -> shale::Result<State> {
+    if let Some(v) = db.get(format::FORMAT_KEY)? {
+        check_version(&v)?;
+    }
+    read_state(db)
+}
+
+/// Whether the keyspace's records (format version first) are written.
+pub(super) fn has_records(db: &Db) -> shale::Result<bool> {
+    Ok(db.get(format::FORMAT_KEY)?.is_some())
+}
+
+fn check_version(v: &[u8]) -> shale::Result<()> {
+    let version = v
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_be_bytes)
+        .ok_or_else(|| damaged("format version"))?;
+    if version != FORMAT_VERSION {
+        return Err(Error::new(
+            ErrorKind::NotSupported,
+            format!(
+                "the keyspace has format version {version}; this server reads version {FORMAT_VERSION}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn identity_map() -> [u8; DATABASES] {
     std::array::from_fn(|i| i as u8)
 }
 
-fn write_fresh_records(batch: &mut WriteBatch, counts: &[u64; DATABASES]) {
+pub(super) fn write_fresh_records(batch: &mut WriteBatch, counts: &[u64; DATABASES]) {
     batch.put(format::DB_MAP_KEY, identity_map());
     for (db, n) in counts.iter().enumerate() {
         batch.put(format::count_key(db as u8), n.to_be_bytes());

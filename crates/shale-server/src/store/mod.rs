@@ -23,6 +23,13 @@
 //! - Key counts change only in [`Store::commit`], under the count lock, which orders the count
 //!   records in the engine as their batches.
 //! - Nothing awaits while a lock is held: a batch runs start to end on one thread.
+//!
+//! On a cluster node ([`Store::replicated`]) the commit proposes the batch to the Raft log and
+//! waits, holding the batch's stripes but not the count lock, until its entry is applied here.
+//! Entries applied from another leader do not pass through [`Store::commit`], so the in-memory
+//! state (database map, counts, generation counter) is reloaded from the engine when this node
+//! starts leading in a new term ([`Store::take_leadership`]); a follower reads counts from the
+//! engine.
 
 pub mod dump;
 pub mod expiry;
@@ -48,9 +55,11 @@ use crate::metrics::Histogram;
 use format::DATABASES;
 use parking_lot::{Mutex, RwLock};
 use shale::{Db, Durability, WriteBatch, WriteOptions};
+use shale_repl::{PendingWrite, Replica};
 use std::borrow::Cow;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch.
@@ -99,7 +108,12 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// See the module documentation.
 pub struct Store {
-    db: Db,
+    db: Arc<Db>,
+    /// On a cluster node: commits go through the Raft log (see `crate::cluster`).
+    replica: Option<Arc<Replica>>,
+    /// On a cluster node: the term whose leadership the in-memory state was loaded for (0: not
+    /// loaded as leader, or invalidated by a failed commit).
+    leader_term: AtomicU64,
     stripes: locks::Stripes,
     keyspace: RwLock<()>,
     // INVARIANT: greater than every counter value whose generation is stored in the engine
@@ -138,19 +152,32 @@ impl Store {
     /// keyspace written by a newer version.
     pub fn new(db: Db, appendfsync: Appendfsync) -> shale::Result<Store> {
         let state = migrate::open(&db)?;
+        Store::with_state(Arc::new(db), None, state, appendfsync)
+    }
+
+    /// Wraps the engine of a cluster node, whose commits go through `replica`. Nothing is
+    /// written at open: a new cluster's keyspace records are written by its first leader.
+    ///
+    /// # Errors
+    /// As [`Store::new`].
+    pub fn replicated(replica: Arc<Replica>, appendfsync: Appendfsync) -> shale::Result<Store> {
+        let db = replica.db().clone();
+        let state = migrate::read_current(&db)?;
+        Store::with_state(db, Some(replica), state, appendfsync)
+    }
+
+    fn with_state(
+        db: Arc<Db>,
+        replica: Option<Arc<Replica>>,
+        state: migrate::State,
+        appendfsync: Appendfsync,
+    ) -> shale::Result<Store> {
         let clock = now_ms().saturating_mul(1000);
-        let expiring = match db
-            .range((
-                Bound::Included(vec![format::EXPIRY]),
-                Bound::Excluded(vec![format::EXPIRY + 1]),
-            ))
-            .next()
-        {
-            Some(item) => item.map(|_| true)?,
-            None => false,
-        };
+        let expiring = has_expiry_entries(&db)?;
         Ok(Store {
             db,
+            replica,
+            leader_term: AtomicU64::new(0),
             stripes: locks::Stripes::new(),
             keyspace: RwLock::new(()),
             next_generation: AtomicU64::new(state.generation_counter.max(clock) + 1),
@@ -165,6 +192,59 @@ impl Store {
             syncer: syncer::Syncer::default(),
             watches: watch::Watches::default(),
         })
+    }
+
+    /// The replica, on a cluster node.
+    pub fn replica(&self) -> Option<&Arc<Replica>> {
+        self.replica.as_ref()
+    }
+
+    /// Whether this store may commit: not a cluster node, or its leader.
+    pub fn accepts_writes(&self) -> bool {
+        self.replica.as_ref().is_none_or(|r| r.is_leader())
+    }
+
+    /// Whether the in-memory state was loaded for leadership in `term`.
+    pub fn state_is_current(&self, term: u64) -> bool {
+        self.leader_term.load(Ordering::Acquire) == term
+    }
+
+    /// On a cluster node that leads in `term`: reloads the in-memory state (database map,
+    /// counts, generation counter, expiry flag) from the engine unless it was loaded for this
+    /// term already, and writes a new cluster's keyspace records. Call it after a read barrier
+    /// of the term (everything committed before it is applied). Waits for every running batch.
+    ///
+    /// # Errors
+    /// The engine's read error or the commit's error.
+    pub fn take_leadership(&self, term: u64) -> shale::Result<()> {
+        if self.leader_term.load(Ordering::Acquire) == term {
+            return Ok(());
+        }
+        let _keyspace = self.keyspace.write();
+        if self.leader_term.load(Ordering::Acquire) == term {
+            return Ok(());
+        }
+        let state = migrate::read_current(&self.db)?;
+        if !migrate::has_records(&self.db)? {
+            let mut batch = WriteBatch::new();
+            migrate::write_fresh_records(&mut batch, &state.counts);
+            self.start_write(batch)?.finish()?;
+        }
+        let clock = now_ms().saturating_mul(1000);
+        self.next_generation
+            .fetch_max(state.generation_counter.max(clock) + 1, Ordering::Relaxed);
+        self.set_db_map(state.db_map);
+        let mut counts = self.counts.lock();
+        *counts = state.counts;
+        for (view, n) in self.count_view.iter().zip(state.counts) {
+            view.store(n, Ordering::Relaxed);
+        }
+        drop(counts);
+        if has_expiry_entries(&self.db)? {
+            self.note_expiring_key();
+        }
+        self.leader_term.store(term, Ordering::Release);
+        Ok(())
     }
 
     /// Whether the expiry index may hold entries (see the field) and the sweep is on.
@@ -209,7 +289,7 @@ impl Store {
     }
 
     /// Takes the engine back (at shutdown).
-    pub fn into_db(self) -> Db {
+    pub fn into_db(self) -> Arc<Db> {
         self.db
     }
 
@@ -271,6 +351,16 @@ impl Store {
 
     /// The committed number of keys of physical database `db`.
     pub fn db_size(&self, db: u8) -> u64 {
+        if !self.accepts_writes() {
+            // A follower's counts change through entries applied beside the store.
+            return self
+                .db
+                .get(format::count_key(db))
+                .ok()
+                .flatten()
+                .and_then(|v| format::decode_u64(&v))
+                .unwrap_or(0);
+        }
         self.count_view[usize::from(db) % DATABASES].load(Ordering::Relaxed)
     }
 
@@ -298,11 +388,8 @@ impl Store {
             return Ok(());
         }
         let started = Instant::now();
-        let options = WriteOptions {
-            durability: self.durability(),
-        };
         let result = if counts.iter().all(|&d| d == 0) {
-            self.db.write(batch, &options)
+            self.start_write(batch)
         } else {
             let mut held = self.counts.lock();
             let mut next = *held;
@@ -312,7 +399,8 @@ impl Store {
                     batch.put(format::count_key(db as u8), next[db].to_be_bytes());
                 }
             }
-            let result = self.db.write(batch, &options);
+            // A replicated batch is queued in count order under the lock and awaited after it.
+            let result = self.start_write(batch);
             if result.is_ok() {
                 *held = next;
                 for (view, n) in self.count_view.iter().zip(next) {
@@ -321,8 +409,71 @@ impl Store {
             }
             result
         };
+        let result = result.and_then(Started::finish);
+        if result.is_err() && self.replica.is_some() {
+            // The entry may or may not commit: reload the state before the next leader batch.
+            self.leader_term.store(0, Ordering::Release);
+        }
         self.commit_latency.observe(started.elapsed());
         result
+    }
+
+    /// Writes `batch` to the engine, or queues it on the Raft log (to be awaited).
+    fn start_write(&self, batch: WriteBatch) -> shale::Result<Started> {
+        match &self.replica {
+            Some(replica) => replica
+                .submit(batch)
+                .map(Started::Replicated)
+                .map_err(repl_error),
+            None => self
+                .db
+                .write(
+                    batch,
+                    &WriteOptions {
+                        durability: self.durability(),
+                    },
+                )
+                .map(|()| Started::Done),
+        }
+    }
+}
+
+/// A write begun by [`Store::start_write`].
+enum Started {
+    Done,
+    Replicated(PendingWrite),
+}
+
+impl Started {
+    /// Waits (on a cluster node) until the entry is applied here: a majority has it fsynced,
+    /// and the next batch on the same keys reads what this one wrote.
+    fn finish(self) -> shale::Result<()> {
+        match self {
+            Started::Done => Ok(()),
+            Started::Replicated(p) => p.wait().map(|_| ()).map_err(repl_error),
+        }
+    }
+}
+
+/// A replication failure as an engine error (its text is the reply line's).
+fn repl_error(e: shale_repl::ReplError) -> shale::Error {
+    match e {
+        shale_repl::ReplError::Engine(e) => e,
+        e => shale::Error::new(shale::ErrorKind::Busy, crate::cluster::error_line(&e)),
+    }
+}
+
+/// Whether the expiry index holds an entry.
+fn has_expiry_entries(db: &Db) -> shale::Result<bool> {
+    match db
+        .range((
+            Bound::Included(vec![format::EXPIRY]),
+            Bound::Excluded(vec![format::EXPIRY + 1]),
+        ))
+        .next()
+    {
+        Some(item) => item.map(|_| true),
+        None => Ok(false),
     }
 }
 

@@ -84,7 +84,7 @@ fn key_counts_follow_creations_overwrites_and_deletions() {
     assert_eq!(store.db_size(p), 2);
     assert_eq!(store.db_size(store.physical(0)), 0);
     drop(txn);
-    let db = store.into_db();
+    let db = std::sync::Arc::into_inner(store.into_db()).expect("the only handle");
     db.close().unwrap();
     let store = open(&fs);
     assert_eq!(
