@@ -16,6 +16,7 @@ pub mod backend;
 pub mod cache_index;
 pub mod cache_load;
 pub mod cli;
+pub mod cluster_bench;
 pub mod compare;
 pub mod cpucheck;
 pub mod dbbench;

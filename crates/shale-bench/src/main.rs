@@ -2,7 +2,7 @@
 
 use shale_bench::cli::{self, Command};
 use shale_bench::{
-    app, compare, dbbench, memtable_bench, plot, redis_compare, tracegen, ErrorKind,
+    app, cluster_bench, compare, dbbench, memtable_bench, plot, redis_compare, tracegen, ErrorKind,
 };
 use std::process::ExitCode;
 
@@ -16,6 +16,9 @@ fn main() -> ExitCode {
     // `dbbench` takes db_bench-style double-dash flags and parses them itself.
     if args.first().map(String::as_str) == Some("dbbench") {
         return exit_code(dbbench::run_command(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("cluster-bench") {
+        return exit_code(cluster_bench::run_command(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("redis-compare") {
         return exit_code(redis_compare::run_command(&args[1..]));

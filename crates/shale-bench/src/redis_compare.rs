@@ -241,14 +241,14 @@ fn run(a: &RedisCompareArgs) -> Result<String> {
     Ok(report(a, &results, &cpu, started.elapsed()))
 }
 
-fn default_shale_bin() -> PathBuf {
+pub(crate) fn default_shale_bin() -> PathBuf {
     std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("shale")))
         .unwrap_or_else(|| PathBuf::from("shale"))
 }
 
-fn tempdir() -> Result<PathBuf> {
+pub(crate) fn tempdir() -> Result<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -261,7 +261,7 @@ fn tempdir() -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     let l =
         TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("cannot find a free port", e))?;
     l.local_addr()
@@ -321,7 +321,7 @@ fn ping(port: u16) -> bool {
             .is_ok_and(|n| buf[..n].starts_with(b"+PONG"))
 }
 
-fn wait_ready(port: u16) -> Result<()> {
+pub(crate) fn wait_ready(port: u16) -> Result<()> {
     let deadline = Instant::now() + START_TIMEOUT;
     while Instant::now() < deadline {
         if ping(port) {
@@ -335,7 +335,7 @@ fn wait_ready(port: u16) -> Result<()> {
 }
 
 /// Stops a server: SHUTDOWN (both servers exit cleanly on it), then a kill if it lingers.
-fn stop(child: &mut Child, port: u16) {
+pub(crate) fn stop(child: &mut Child, port: u16) {
     if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
         let _ = s.write_all(b"SHUTDOWN NOSAVE\r\n");
     }
@@ -385,6 +385,19 @@ fn benchmark(a: &RedisCompareArgs, port: u16, pipeline: u32) -> Result<Vec<(Stri
         )));
     }
     Ok(parsed)
+}
+
+/// Parses `redis-benchmark --csv` with latencies: `(test, requests per second, p99 ms)`; the
+/// columns are `test, rps, avg, min, p50, p95, p99, max`.
+pub fn parse_csv_latency(text: &str) -> Vec<(String, f64, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split(',').map(|c| c.trim().trim_matches('"')).collect();
+            let rps: f64 = cols.get(1)?.parse().ok()?;
+            let p99: f64 = cols.get(6)?.parse().ok()?;
+            Some((cols.first()?.to_string(), rps, p99))
+        })
+        .collect()
 }
 
 /// Parses `redis-benchmark --csv`: `"SET","95419.85",...` lines after a header.
