@@ -21,6 +21,7 @@ pub mod cluster;
 pub mod commands;
 pub mod config;
 pub mod connection;
+pub mod damage;
 pub mod exec;
 pub mod fdlimit;
 pub mod info;

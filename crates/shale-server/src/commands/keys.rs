@@ -8,6 +8,7 @@
 
 use super::args::{self, int, is};
 use super::{glob, CmdError, CmdResult, Ctx, SYNTAX};
+use crate::damage;
 use crate::store::format::{Kind, DATABASES};
 use crate::store::keys as sk;
 use bytes::Bytes;
@@ -403,13 +404,14 @@ pub(super) fn keys(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
     let mut found: Vec<Vec<u8>> = Vec::new();
     let limit = ctx.shared.config.client_output_buffer_limit;
     let mut bytes = 0usize;
-    sk::walk(ctx.txn, None, |_, k, _| {
+    let skips = sk::walk_with(ctx.txn, None, &damage::SKIP_UNREADABLE, |_, k, _| {
         if pattern.matches(k) {
             bytes += k.len() + 16;
             found.push(k.to_vec());
         }
         bytes <= limit
     })?;
+    damage::report(&ctx.shared.metrics, "KEYS", &skips);
     let mut w = ctx.w();
     w.array(found.len());
     for k in found {
@@ -482,18 +484,24 @@ pub(super) fn scan(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> CmdResult {
     let mut found = Vec::new();
     let mut seen = 0usize;
     let mut next: Option<Vec<u8>> = None;
-    sk::walk(ctx.txn, start, |engine_key, k, m| {
-        if seen == o.count {
-            next = Some(engine_key.to_vec());
-            return false;
-        }
-        seen += 1;
-        let type_ok = o.kind.as_deref().is_none_or(|want| want == m.kind.name());
-        if type_ok && o.pattern.as_ref().is_none_or(|p| p.matches(k)) {
-            found.push(k.to_vec());
-        }
-        true
-    })?;
+    let skips = sk::walk_with(
+        ctx.txn,
+        start,
+        &damage::SKIP_UNREADABLE,
+        |engine_key, k, m| {
+            if seen == o.count {
+                next = Some(engine_key.to_vec());
+                return false;
+            }
+            seen += 1;
+            let type_ok = o.kind.as_deref().is_none_or(|want| want == m.kind.name());
+            if type_ok && o.pattern.as_ref().is_none_or(|p| p.matches(k)) {
+                found.push(k.to_vec());
+            }
+            true
+        },
+    )?;
+    damage::report(&ctx.shared.metrics, "SCAN", &skips);
     let next_cursor = next.map_or(0, |k| ctx.shared.cursors.save(k));
     let mut w = ctx.w();
     w.array(2);

@@ -99,6 +99,9 @@ pub struct Metrics {
     pub auth_failures: AtomicU64,
     /// Failed `accept` calls (for example at the open-file limit).
     pub accept_errors: AtomicU64,
+    /// Pieces of unreadable data (SST blocks or tables, blob records) that listings stepped
+    /// over (see [`crate::damage`]).
+    pub scan_skipped: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -116,6 +119,7 @@ impl Default for Metrics {
             expired_keys: AtomicU64::new(0),
             auth_failures: AtomicU64::new(0),
             accept_errors: AtomicU64::new(0),
+            scan_skipped: AtomicU64::new(0),
         }
     }
 }

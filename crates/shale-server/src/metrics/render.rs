@@ -85,7 +85,7 @@ pub fn render(shared: &Shared) -> String {
         &shared.store.commit_latency,
     );
 
-    let counters: [(&str, &str, u64); 11] = [
+    let counters: [(&str, &str, u64); 12] = [
         (
             "shale_unknown_commands_total",
             "Requests naming no known command.",
@@ -110,6 +110,11 @@ pub fn render(shared: &Shared) -> String {
             "shale_accept_errors_total",
             "Failed accept calls (the open-file limit, for example).",
             load(&m.accept_errors),
+        ),
+        (
+            "shale_scan_skipped_blocks_total",
+            "Unreadable SST blocks, SSTs and blob records that KEYS, SCAN and INFO stepped over.",
+            load(&m.scan_skipped),
         ),
         (
             "shale_protocol_errors_total",

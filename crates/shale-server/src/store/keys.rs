@@ -277,25 +277,39 @@ pub fn copy(txn: &mut Txn<'_>, src: &[u8], dst: &[u8], to: u8, replace: bool) ->
 pub fn walk(
     txn: &mut Txn<'_>,
     start: Option<Vec<u8>>,
-    mut visit: impl FnMut(&[u8], &[u8], &Meta) -> bool,
+    visit: impl FnMut(&[u8], &[u8], &Meta) -> bool,
 ) -> Result<()> {
+    walk_with(txn, start, &shale::ReadOptions::default(), visit).map(drop)
+}
+
+/// [`walk`] with the engine's read `options`: with `skip_unreadable`, for listings (KEYS, SCAN),
+/// it steps over meta records the engine cannot read and returns what it skipped.
+///
+/// # Errors
+/// The engine's error.
+pub fn walk_with(
+    txn: &mut Txn<'_>,
+    start: Option<Vec<u8>>,
+    options: &shale::ReadOptions,
+    mut visit: impl FnMut(&[u8], &[u8], &Meta) -> bool,
+) -> Result<super::Skips> {
     let now = txn.now_ms();
     let prefix = format::meta_prefix(txn.physical());
     let lo = match start {
         Some(k) if k.starts_with(&prefix) => Bound::Included(k),
         _ => Bound::Included(prefix.to_vec()),
     };
-    txn.scan(
+    Ok(txn.scan_with(
         lo,
         super::upper_bound(&prefix),
         Dir::Forward,
+        options,
         |k, v| match Meta::decode(v.to_vec()) {
             Some(m) if m.is_expired(now) => true,
             Some(m) => visit(k, format::user_key(k), &m),
             None => true,
         },
-    )?;
-    Ok(())
+    )?)
 }
 
 /// A random live key of the current database, or `None` when it has none.

@@ -19,7 +19,7 @@ use super::Store;
 use bytes::Bytes;
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 use rustc_hash::{FxBuildHasher, FxHashSet};
-use shale::{Error, ErrorKind, WriteBatch};
+use shale::{Error, ErrorKind, ReadOptions, Skipped, WriteBatch};
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::ops::Bound;
@@ -452,10 +452,28 @@ impl<'a> Txn<'a> {
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
         dir: Dir,
-        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+        visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> shale::Result<()> {
+        self.scan_with(lo, hi, dir, &ReadOptions::default(), visit)
+            .map(drop)
+    }
+
+    /// [`Txn::scan`] with the engine's read `options`. With `skip_unreadable` the scan steps over
+    /// data the engine cannot read and returns what it skipped. Only read-only listings should
+    /// skip: a write built from a scan that skipped would be built from partial data.
+    ///
+    /// # Errors
+    /// The engine's error.
+    pub fn scan_with(
+        &mut self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        dir: Dir,
+        options: &ReadOptions,
+        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> shale::Result<Skips> {
         let staged = self.staged_in(&lo, &hi, dir);
-        let mut engine = self.store.db().range((lo, hi));
+        let mut engine = self.store.db().range_with((lo, hi), options);
         let mut next_engine = || match dir {
             Dir::Forward => engine.next(),
             Dir::Backward => engine.next_back(),
@@ -468,7 +486,7 @@ impl<'a> Txn<'a> {
         let mut pending = next_engine().transpose()?;
         loop {
             let take_staged = match (staged.peek(), &pending) {
-                (None, None) => return Ok(()),
+                (None, None) => break,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (Some((sk, _)), Some((ek, _))) => !before(ek, sk),
@@ -480,17 +498,21 @@ impl<'a> Txn<'a> {
                 }
                 if let Some(v) = sv {
                     if !visit(sk, v) {
-                        return Ok(());
+                        break;
                     }
                 }
             } else {
                 let (ek, ev) = pending.take().expect("checked");
                 if !visit(&ek, &ev) {
-                    return Ok(());
+                    break;
                 }
                 pending = next_engine().transpose()?;
             }
         }
+        Ok(Skips {
+            count: engine.skipped_count(),
+            pieces: engine.skipped(),
+        })
     }
 
     /// Visits every entry whose key starts with `prefix` (see [`Txn::scan`]).
@@ -556,6 +578,15 @@ impl<'a> Txn<'a> {
     pub fn take_expired(&mut self) -> Vec<(u8, Vec<u8>)> {
         std::mem::take(&mut self.expired)
     }
+}
+
+/// What a scan with `skip_unreadable` stepped over ([`Txn::scan_with`]).
+#[derive(Debug, Default)]
+pub struct Skips {
+    /// Distinct pieces of unreadable data skipped.
+    pub count: u64,
+    /// The first of them (the engine keeps a bounded number), with file, offset and key range.
+    pub pieces: Vec<Skipped>,
 }
 
 fn in_bounds(key: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {

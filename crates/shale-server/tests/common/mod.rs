@@ -36,6 +36,11 @@ impl Server {
 
     /// Starts a server on `dir`.
     pub fn start_in(dir: &Path, args: &[&str]) -> Server {
+        Server::start_logging(dir, args, Stdio::inherit())
+    }
+
+    /// Starts a server on `dir` whose log (stderr) goes to `stderr`.
+    pub fn start_logging(dir: &Path, args: &[&str], stderr: Stdio) -> Server {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
             .arg("serve")
@@ -43,7 +48,7 @@ impl Server {
             .arg(dir)
             .args(&args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start the shale binary");
         let stdout = child.stdout.take().expect("stdout");
