@@ -1,8 +1,17 @@
-//! `shale-bench redis-compare`: Shale's server against Redis with `redis-benchmark`, side by side.
+//! `shale-bench redis-compare`: Shale's server against Redis, side by side, with `redis-benchmark`
+//! or with YCSB workloads stored as YCSB's Redis binding stores them.
 //!
-//! Issue 6's comparison: `redis-benchmark -t set,get -n N -c 50 -d 100 -r 1000000` with `-P 1`
-//! and `-P 16`, for each pairing of a Shale `appendfsync` mode with a Redis persistence mode
+//! `redis-benchmark` mode (issue 6's comparison): `redis-benchmark -t set,get -n N -c 50 -d 100
+//! -r 1000000` with `-P 1` and `-P 16` (`--tests` picks other tests: `lpush,lpop,sadd,hset,zadd,
+//! lrange_100`), for each pairing of a Shale `appendfsync` mode with a Redis persistence mode
 //! (by default Shale `everysec` against Redis without persistence, and both with `always`).
+//!
+//! YCSB mode (`--ycsb a,b,c,d,e,f`): for each workload, a fresh server is loaded with
+//! `--records` records and runs `--operations` operations (a workload may override it:
+//! `e=20000`) from `--threads` client threads of this binary's `resp` backend in `resp.mode=ycsb`
+//! (a hash per record plus the index sorted set, as YCSB 0.17's Redis binding), for the first
+//! pair of `--pairs`. The report gives run throughput and the read latency p99 (SCAN's for a
+//! workload without reads) per workload.
 //! Every round starts each server fresh (a free loopback port, a temporary directory), runs both
 //! pipeline depths, and stops it; the order of Shale and Redis alternates between rounds, and a
 //! two-thread CPU check (`sysbench`) is recorded per round when sysbench is installed, because
@@ -23,6 +32,10 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_REQUESTS: u64 = 1_000_000;
 /// Default rounds.
 pub const DEFAULT_ROUNDS: u32 = 3;
+/// Default YCSB `recordcount`.
+pub const DEFAULT_RECORDS: u64 = 100_000;
+/// Default YCSB `operationcount`.
+pub const DEFAULT_OPERATIONS: u64 = 100_000;
 /// How long a server may take to answer PING after start.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -30,7 +43,9 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 pub const USAGE: &str = "\
 Usage: shale-bench redis-compare [--rounds N] [--requests N] [--clients N] [--size BYTES]
                                  [--keyspace N] [--pipelines 1,16] [--pairs everysec:none,always:always]
-                                 [--shale-bin PATH] [--cpucheck SECS] [--out FILE.md]
+                                 [--tests set,get] [--shale-bin PATH] [--cpucheck SECS] [--out FILE.md]
+       shale-bench redis-compare --ycsb a,b,c,d,e=20000,f [--records N] [--operations N]
+                                 [--threads N] [--workloads DIR] [--pairs everysec:none] ...
 A pair is SHALE_APPENDFSYNC:REDIS_PERSISTENCE, with Redis persistence none (no RDB, no AOF),
 everysec or always (AOF with that appendfsync).";
 
@@ -57,6 +72,18 @@ pub struct RedisCompareArgs {
     pub cpucheck_secs: u32,
     /// Markdown report file.
     pub out: Option<PathBuf>,
+    /// redis-benchmark tests (`-t`).
+    pub tests: Vec<String>,
+    /// YCSB workloads (letter, operations override); empty: redis-benchmark mode.
+    pub ycsb: Vec<(String, Option<u64>)>,
+    /// YCSB `recordcount`.
+    pub records: u64,
+    /// YCSB `operationcount`.
+    pub operations: u64,
+    /// YCSB client threads.
+    pub threads: u32,
+    /// Where the YCSB workload files are.
+    pub workloads: PathBuf,
 }
 
 impl Default for RedisCompareArgs {
@@ -75,6 +102,12 @@ impl Default for RedisCompareArgs {
             shale_bin: None,
             cpucheck_secs: 5,
             out: None,
+            tests: vec!["set".into(), "get".into()],
+            ycsb: Vec::new(),
+            records: DEFAULT_RECORDS,
+            operations: DEFAULT_OPERATIONS,
+            threads: 16,
+            workloads: PathBuf::from("workloads"),
         }
     }
 }
@@ -123,6 +156,20 @@ pub fn parse_args(args: &[String]) -> Result<Option<RedisCompareArgs>> {
                     })
                     .collect::<Result<_>>()?
             }
+            "tests" | "t" => a.tests = v.split(',').map(str::to_string).collect(),
+            "ycsb" => {
+                a.ycsb = v
+                    .split(',')
+                    .map(|w| match w.split_once('=') {
+                        Some((w, n)) => Ok((w.to_ascii_lowercase(), Some(num(n)?))),
+                        None => Ok((w.to_ascii_lowercase(), None)),
+                    })
+                    .collect::<Result<_>>()?
+            }
+            "records" => a.records = num(v)?,
+            "operations" => a.operations = num(v)?,
+            "threads" => a.threads = num(v)?.max(1) as u32,
+            "workloads" => a.workloads = PathBuf::from(v),
             "shale-bin" => a.shale_bin = Some(PathBuf::from(v)),
             "cpucheck" => a.cpucheck_secs = num(v)? as u32,
             "out" | "o" => a.out = Some(PathBuf::from(v)),
@@ -191,6 +238,9 @@ fn run(a: &RedisCompareArgs) -> Result<String> {
                 "{tool} not found: apt-get install redis-server redis-tools"
             )));
         }
+    }
+    if !a.ycsb.is_empty() {
+        return run_ycsb(a, &shale);
     }
     let mut results = Results::new();
     let mut cpu = Vec::new();
@@ -359,7 +409,7 @@ fn benchmark(a: &RedisCompareArgs, port: u16, pipeline: u32) -> Result<Vec<(Stri
             "-p",
             &port.to_string(),
             "-t",
-            "set,get",
+            &a.tests.join(","),
             "--csv",
         ])
         .args(["-n", &a.requests.to_string(), "-c", &a.clients.to_string()])
@@ -376,7 +426,7 @@ fn benchmark(a: &RedisCompareArgs, port: u16, pipeline: u32) -> Result<Vec<(Stri
         .map_err(|e| Error::io("cannot run redis-benchmark", e))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let parsed = parse_csv(&text);
-    if !out.status.success() || parsed.len() < 2 {
+    if !out.status.success() || parsed.is_empty() {
         return Err(Error::backend(format!(
             "redis-benchmark failed ({}): {}{}",
             out.status,
@@ -415,8 +465,8 @@ pub fn parse_csv(text: &str) -> Vec<(String, f64)> {
 fn report(a: &RedisCompareArgs, results: &Results, cpu: &[Option<f64>], took: Duration) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "redis-benchmark -t set,get -n {} -c {} -d {} -r {} --csv, {} rounds (alternating order), {:.0} s\n",
-        a.requests, a.clients, a.size, a.keyspace, a.rounds, took.as_secs_f64()
+        "redis-benchmark -t {} -n {} -c {} -d {} -r {} --csv, {} rounds (alternating order), {:.0} s\n",
+        a.tests.join(","), a.requests, a.clients, a.size, a.keyspace, a.rounds, took.as_secs_f64()
     ));
     if cpu.iter().any(Option::is_some) {
         s.push_str(&format!(
@@ -427,9 +477,15 @@ fn report(a: &RedisCompareArgs, results: &Results, cpu: &[Option<f64>], took: Du
     }
     s.push_str("\n| Shale appendfsync | Redis | -P | test | Shale req/s (median) | Redis req/s (median) | Shale/Redis | Shale rounds | Redis rounds |\n");
     s.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    let mut tests: Vec<&String> = Vec::new();
+    for (_, _, t, _) in results.keys() {
+        if !tests.contains(&t) {
+            tests.push(t);
+        }
+    }
     for (pi, (shale_mode, redis_mode)) in a.pairs.iter().enumerate() {
         for &p in &a.pipelines {
-            for test in ["SET", "GET"] {
+            for test in &tests {
                 let get = |side| {
                     results
                         .get(&(pi, p, test.to_string(), side))
@@ -459,6 +515,169 @@ fn report(a: &RedisCompareArgs, results: &Results, cpu: &[Option<f64>], took: Du
     s
 }
 
+/// One YCSB run's figures: run throughput and the read latency p99 (SCAN's when the workload
+/// reads nothing), in microseconds.
+#[derive(Debug, Clone, Copy)]
+struct YcsbFigures {
+    throughput: f64,
+    read_p99_us: f64,
+}
+
+/// Results of YCSB mode: (workload, side) -> figures per round.
+type YcsbResults = BTreeMap<(String, Side), Vec<YcsbFigures>>;
+
+fn run_ycsb(a: &RedisCompareArgs, shale: &Path) -> Result<String> {
+    let exe =
+        std::env::current_exe().map_err(|e| Error::io("cannot find shale-bench itself", e))?;
+    let (shale_mode, redis_mode) = a
+        .pairs
+        .first()
+        .cloned()
+        .unwrap_or(("everysec".into(), "none".into()));
+    let mut results = YcsbResults::new();
+    let mut cpu = Vec::new();
+    let started = Instant::now();
+    for round in 0..a.rounds {
+        cpu.push(if a.cpucheck_secs > 0 {
+            sysbench_cpu_events_per_sec(a.cpucheck_secs)
+        } else {
+            None
+        });
+        for (w, ops) in &a.ycsb {
+            let order = if round % 2 == 0 {
+                [Side::Shale, Side::Redis]
+            } else {
+                [Side::Redis, Side::Shale]
+            };
+            for side in order {
+                let tmp = tempdir()?;
+                let port = free_port()?;
+                let mut server = match side {
+                    Side::Shale => start_shale(shale, port, &tmp, &shale_mode)?,
+                    Side::Redis => start_redis(port, &tmp, &redis_mode)?,
+                };
+                let outcome = wait_ready(port)
+                    .and_then(|()| ycsb_once(a, &exe, &tmp, port, w, ops.unwrap_or(a.operations)));
+                stop(&mut server, port);
+                let _ = std::fs::remove_dir_all(&tmp);
+                let figures = outcome?;
+                eprintln!(
+                    "round {} {side:?} workload{w}: {:.0} ops/s, read p99 {:.0} us",
+                    round + 1,
+                    figures.throughput,
+                    figures.read_p99_us
+                );
+                results.entry((w.clone(), side)).or_default().push(figures);
+            }
+        }
+    }
+    Ok(ycsb_report(
+        a,
+        &shale_mode,
+        &redis_mode,
+        &results,
+        &cpu,
+        started.elapsed(),
+    ))
+}
+
+/// Loads and runs workload `w` against the server on `port`; the result file goes to `dir`.
+fn ycsb_once(
+    a: &RedisCompareArgs,
+    exe: &Path,
+    dir: &Path,
+    port: u16,
+    w: &str,
+    operations: u64,
+) -> Result<YcsbFigures> {
+    let result = dir.join("result.json");
+    let workload = a.workloads.join(format!("workload{w}"));
+    let out = Command::new(exe)
+        .args(["-load", "-run", "-db", "resp", "-P"])
+        .arg(&workload)
+        .args(["-threads", &a.threads.to_string()])
+        .args(["-p", &format!("resp.port={port}"), "-p", "resp.mode=ycsb"])
+        .args(["-p", &format!("recordcount={}", a.records)])
+        .args(["-p", &format!("operationcount={operations}")])
+        .args(["-p", "progress=false", "-p"])
+        .arg(format!("resultfile={}", result.display()))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io("cannot run shale-bench", e))?;
+    if !out.status.success() {
+        return Err(Error::backend(format!(
+            "workload{w} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    let report = crate::plot::read_report(&result)?;
+    let run = report
+        .run
+        .ok_or_else(|| Error::backend(format!("workload{w}: no run phase in the result")))?;
+    let p99 = |name: &str| run.ops.iter().find(|o| o.op == name).map(|o| o.p99_us);
+    Ok(YcsbFigures {
+        throughput: run.throughput,
+        read_p99_us: p99("READ").or_else(|| p99("SCAN")).unwrap_or(0.0),
+    })
+}
+
+fn ycsb_report(
+    a: &RedisCompareArgs,
+    shale_mode: &str,
+    redis_mode: &str,
+    results: &YcsbResults,
+    cpu: &[Option<f64>],
+    took: Duration,
+) -> String {
+    let mut s = format!(
+        "YCSB over RESP (resp.mode=ycsb: a hash per record + the index sorted set, as YCSB 0.17's Redis binding), \
+         {} records, {} threads, Shale appendfsync {shale_mode} vs Redis persistence {redis_mode}, \
+         {} rounds (alternating order), {:.0} s\n",
+        a.records,
+        a.threads,
+        a.rounds,
+        took.as_secs_f64()
+    );
+    if cpu.iter().any(Option::is_some) {
+        s.push_str(&format!(
+            "CPU check (sysbench cpu --threads=2 --time={} run, events/s): {}\n",
+            a.cpucheck_secs,
+            rounds_line(cpu)
+        ));
+    }
+    s.push_str("\n| workload | operations | Shale ops/s (median) | Redis ops/s (median) | Shale/Redis | Shale read p99 us | Redis read p99 us | Shale rounds | Redis rounds |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    for (w, ops) in &a.ycsb {
+        let get = |side| results.get(&(w.clone(), side)).cloned().unwrap_or_default();
+        let (sh, re) = (get(Side::Shale), get(Side::Redis));
+        let tp = |v: &[YcsbFigures]| median(&v.iter().map(|f| f.throughput).collect::<Vec<_>>());
+        let p99 = |v: &[YcsbFigures]| median(&v.iter().map(|f| f.read_p99_us).collect::<Vec<_>>());
+        let ratio = match (tp(&sh), tp(&re)) {
+            (Some(x), Some(y)) if y > 0.0 => format!("{:.2}x", x / y),
+            _ => "n/a".into(),
+        };
+        let fmt = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{v:.0}"));
+        let list = |v: &[YcsbFigures]| {
+            v.iter()
+                .map(|f| format!("{:.0}", f.throughput))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        s.push_str(&format!(
+            "| {w} | {} | {} | {} | {ratio} | {} | {} | {} | {} |\n",
+            ops.unwrap_or(a.operations),
+            fmt(tp(&sh)),
+            fmt(tp(&re)),
+            fmt(p99(&sh)),
+            fmt(p99(&re)),
+            list(&sh),
+            list(&re)
+        ));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,5 +701,12 @@ mod tests {
         assert_eq!(a.pairs.len(), 2);
         assert_eq!(a.pipelines, vec![1, 16]);
         assert!(parse_args(&["--pairs".into(), "sometimes:none".into()]).is_err());
+        let args: Vec<String> = "--ycsb a,E=2000 --records 500 --tests lpush,lrange_100"
+            .split(' ')
+            .map(str::to_string)
+            .collect();
+        let a = parse_args(&args).unwrap().unwrap();
+        assert_eq!(a.ycsb, vec![("a".into(), None), ("e".into(), Some(2000))]);
+        assert_eq!((a.records, a.tests.len()), (500, 2));
     }
 }

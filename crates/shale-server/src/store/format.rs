@@ -6,7 +6,9 @@
 //! - `m` + db u8 + key hash u16 BE ([`key_hash`]) + user key -> meta record:
 //!   `type u8 | expire_at_ms u64 BE (0 = none) | body`. A string's body is its value; a hash's,
 //!   sorted set's or set's is `generation u64 BE | length u64 BE`; a list's is
-//!   `generation | length | head u64 BE` (the position of its first element).
+//!   `generation | length | head u64 BE` (the position of its first element). A small hash keeps
+//!   its fields in its meta record instead (type [`INLINE_HASH_TAG`]): the body is
+//!   `count u32 BE | (len u32 BE field | len u32 BE value)*`, in insertion order.
 //! - `h` + generation + field -> the field's value.
 //! - `z` + generation + member -> the member's score (f64 bits, BE).
 //! - `s` + generation + ordered score (8 bytes) + member -> empty: the score-ordered index.
@@ -61,10 +63,14 @@ pub const COUNT_PREFIX: &[u8] = b"\0cnt";
 
 /// The encoding this module writes. Version 0 (no `\0fmt` record) had no databases: meta keys
 /// were `m` + hash + key and expiry entries `x` + time + key; [`super::migrate`] rewrites it.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Number of databases (SELECT 0 to 15).
 pub const DATABASES: usize = 16;
+
+/// The type byte of a hash whose fields are inline in its meta record. Do not change: on-disk
+/// format.
+pub const INLINE_HASH_TAG: u8 = 6;
 
 /// Bytes before the body of a meta record: type and expiry.
 pub const META_HEADER_LEN: usize = 9;
@@ -145,14 +151,36 @@ pub struct Meta {
     pub len: u64,
     /// For a list: the position of its first element.
     pub head: u64,
+    /// For a hash: its fields are inline in this record ([`Meta::inline_pairs`]), not element
+    /// records.
+    pub inline: bool,
     raw: Vec<u8>,
 }
+
+/// A field and its value.
+pub type Pair<'a> = (&'a [u8], &'a [u8]);
 
 impl Meta {
     /// Decodes a meta record; `None` when the bytes are damaged.
     pub fn decode(raw: Vec<u8>) -> Option<Meta> {
-        let kind = Kind::from_tag(*raw.first()?)?;
+        let tag = *raw.first()?;
         let expire_at = read_u64(raw.get(1..META_HEADER_LEN)?)?;
+        if tag == INLINE_HASH_TAG {
+            let count = raw.get(META_HEADER_LEN..META_HEADER_LEN + 4)?;
+            let len = u64::from(u32::from_be_bytes(count.try_into().ok()?));
+            let meta = Meta {
+                kind: Kind::Hash,
+                expire_at,
+                generation: 0,
+                len,
+                head: 0,
+                inline: true,
+                raw,
+            };
+            // Checked once here, so readers of the pairs can trust their framing.
+            return (meta.inline_pairs()?.len() as u64 == len).then_some(meta);
+        }
+        let kind = Kind::from_tag(tag)?;
         let (mut generation, mut len, mut head) = (0, 0, 0);
         if kind != Kind::String {
             let body = raw.get(META_HEADER_LEN..META_HEADER_LEN + kind.body_len())?;
@@ -168,8 +196,31 @@ impl Meta {
             generation,
             len,
             head,
+            inline: false,
             raw,
         })
+    }
+
+    /// The fields of an inline hash, in insertion order (`None` for anything else, or damage).
+    pub fn inline_pairs(&self) -> Option<Vec<Pair<'_>>> {
+        if !self.inline {
+            return None;
+        }
+        let mut rest = self.raw.get(META_HEADER_LEN + 4..)?;
+        let mut out = Vec::new();
+        fn take<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+            let (len, tail) = rest.split_at_checked(4)?;
+            let len = u32::from_be_bytes(len.try_into().ok()?) as usize;
+            let (item, tail) = tail.split_at_checked(len)?;
+            *rest = tail;
+            Some(item)
+        }
+        while !rest.is_empty() {
+            let f = take(&mut rest)?;
+            let v = take(&mut rest)?;
+            out.push((f, v));
+        }
+        Some(out)
     }
 
     /// A new collection's meta (not yet encoded).
@@ -180,6 +231,7 @@ impl Meta {
             generation,
             len: 0,
             head: LIST_START,
+            inline: false,
             raw: Vec::new(),
         }
     }
@@ -203,8 +255,16 @@ impl Meta {
         self.expire_at != 0 && self.expire_at <= now_ms
     }
 
-    /// The record's bytes, re-encoded from the fields (for a string: with its value).
+    /// The record's bytes, re-encoded from the fields (a string and an inline hash keep their
+    /// body).
     pub fn encode(&self) -> Vec<u8> {
+        if self.inline {
+            let mut raw = self.raw.clone();
+            if let Some(at) = raw.get_mut(1..META_HEADER_LEN) {
+                at.copy_from_slice(&self.expire_at.to_be_bytes());
+            }
+            return raw;
+        }
         match self.kind {
             Kind::String => string_meta(self.string_value(), self.expire_at),
             kind => {
@@ -232,6 +292,22 @@ pub fn string_meta(value: &[u8], expire_at: u64) -> Vec<u8> {
     out.push(Kind::String as u8);
     out.extend_from_slice(&expire_at.to_be_bytes());
     out.extend_from_slice(value);
+    out
+}
+
+/// The meta record of an inline hash of `pairs`.
+pub fn inline_hash_meta(expire_at: u64, pairs: &[Pair<'_>]) -> Vec<u8> {
+    let body: usize = pairs.iter().map(|(f, v)| 8 + f.len() + v.len()).sum();
+    let mut out = Vec::with_capacity(META_HEADER_LEN + 4 + body);
+    out.push(INLINE_HASH_TAG);
+    out.extend_from_slice(&expire_at.to_be_bytes());
+    out.extend_from_slice(&(pairs.len() as u32).to_be_bytes());
+    for (f, v) in pairs {
+        out.extend_from_slice(&(f.len() as u32).to_be_bytes());
+        out.extend_from_slice(f);
+        out.extend_from_slice(&(v.len() as u32).to_be_bytes());
+        out.extend_from_slice(v);
+    }
     out
 }
 
@@ -477,6 +553,26 @@ mod tests {
         assert!(Meta::decode(vec![9, 0]).is_none());
         assert!(Meta::decode(vec![2; 12]).is_none());
         assert!(Meta::decode(vec![4; 30]).is_none());
+    }
+
+    #[test]
+    fn inline_hashes_round_trip_and_damage_is_refused() {
+        let raw = inline_hash_meta(5, &[(b"f", b"v"), (b"", b"long value")]);
+        let m = Meta::decode(raw.clone()).unwrap();
+        assert_eq!(
+            (m.kind, m.inline, m.len, m.expire_at),
+            (Kind::Hash, true, 2, 5)
+        );
+        assert_eq!(
+            m.inline_pairs().unwrap(),
+            vec![(&b"f"[..], &b"v"[..]), (&b""[..], &b"long value"[..])]
+        );
+        let mut later = m.clone();
+        later.expire_at = 9;
+        assert_eq!(Meta::decode(later.encode()).unwrap().expire_at, 9);
+        for cut in META_HEADER_LEN..raw.len() {
+            assert!(Meta::decode(raw[..cut].to_vec()).is_none(), "cut at {cut}");
+        }
     }
 
     #[test]

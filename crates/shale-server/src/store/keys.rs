@@ -99,6 +99,9 @@ pub fn drop_meta(txn: &mut Txn<'_>, key: &[u8], meta: &Meta) {
 /// # Errors
 /// The engine's error.
 pub fn delete_elements(txn: &mut Txn<'_>, meta: &Meta) -> Result<()> {
+    if meta.inline {
+        return Ok(());
+    }
     for &tag in meta.kind.element_tags() {
         txn.delete_prefix(&format::collection_prefix(tag, meta.generation))?;
     }
@@ -230,7 +233,12 @@ pub fn copy(txn: &mut Txn<'_>, src: &[u8], dst: &[u8], to: u8, replace: bool) ->
         return Ok(false);
     };
     let mut elements = Vec::new();
-    for &tag in meta.kind.element_tags() {
+    let tags = if meta.inline {
+        &[][..]
+    } else {
+        meta.kind.element_tags()
+    };
+    for &tag in tags {
         let prefix = format::collection_prefix(tag, meta.generation);
         txn.scan_prefix(&prefix, Dir::Forward, |k, v| {
             elements.push((tag, format::element_name(k).to_vec(), v.to_vec()));
@@ -244,7 +252,7 @@ pub fn copy(txn: &mut Txn<'_>, src: &[u8], dst: &[u8], to: u8, replace: bool) ->
             return Ok(false);
         }
         let created = clear_for_overwrite(txn, dst, old.as_ref())?;
-        let record = if meta.kind == Kind::String {
+        let record = if meta.kind == Kind::String || meta.inline {
             meta.encode()
         } else {
             let generation = txn.new_generation();

@@ -35,6 +35,14 @@ pub fn len(txn: &mut Txn<'_>, key: &[u8]) -> Result<u64> {
     Ok(meta(txn, key)?.map_or(0, |m| m.len))
 }
 
+/// A list element its meta record counts is not there: damage.
+fn missing() -> Error {
+    Error::Engine(shale::Error::new(
+        shale::ErrorKind::Corruption,
+        "a list element is missing",
+    ))
+}
+
 fn position(m: &Meta, index: u64) -> u64 {
     m.head.wrapping_add(index)
 }
@@ -96,7 +104,13 @@ fn read_from_end(txn: &mut Txn<'_>, m: &Meta, count: u64, end: End) -> Result<Ve
     read_indexes(txn, m, first, count, dir)
 }
 
-/// Reads elements at indexes `first..first + count` in direction `dir` (one iteration).
+/// Up to this many elements are read by position with one `multi_get` rather than by an
+/// iteration: a pop or a short range is then point reads, which a busy memtable serves without
+/// building a cursor.
+const POINT_READ_MAX: u64 = 16;
+
+/// Reads elements at indexes `first..first + count` in direction `dir`: by position for a few,
+/// one iteration for more.
 fn read_indexes(
     txn: &mut Txn<'_>,
     m: &Meta,
@@ -106,6 +120,18 @@ fn read_indexes(
 ) -> Result<Vec<Vec<u8>>> {
     let mut out = Vec::with_capacity(count.min(1 << 16) as usize);
     if count == 0 {
+        return Ok(out);
+    }
+    if count <= POINT_READ_MAX {
+        let mut keys: Vec<Vec<u8>> = (first..first + count)
+            .map(|i| format::list_key(m.generation, position(m, i)))
+            .collect();
+        if dir == Dir::Backward {
+            keys.reverse();
+        }
+        for v in txn.get_many(&keys)? {
+            out.push(v.ok_or_else(missing)?);
+        }
         return Ok(out);
     }
     let lo = format::list_key(m.generation, position(m, first));

@@ -22,7 +22,11 @@ pub(super) struct State {
 pub(super) fn open(db: &Db) -> shale::Result<State> {
     match db.get(format::FORMAT_KEY)? {
         Some(v) => {
-            check_version(&v)?;
+            if check_version(&v)? == 1 {
+                // Version 2 only adds a type (the inline hash): a version-1 keyspace is a valid
+                // version-2 one once it says so.
+                db.put(format::FORMAT_KEY, FORMAT_VERSION.to_be_bytes())?;
+            }
             read_state(db)
         }
         None => {
@@ -57,13 +61,15 @@ pub(super) fn has_records(db: &Db) -> shale::Result<bool> {
     Ok(db.get(format::FORMAT_KEY)?.is_some())
 }
 
-fn check_version(v: &[u8]) -> shale::Result<()> {
+/// The keyspace's format version, if this server reads it: the current one, or version 1 (a
+/// valid version-2 keyspace, see `format`).
+fn check_version(v: &[u8]) -> shale::Result<u32> {
     let version = v
         .get(..4)
         .and_then(|b| b.try_into().ok())
         .map(u32::from_be_bytes)
         .ok_or_else(|| damaged("format version"))?;
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != 1 {
         return Err(Error::new(
             ErrorKind::NotSupported,
             format!(
@@ -71,7 +77,7 @@ fn check_version(v: &[u8]) -> shale::Result<()> {
             ),
         ));
     }
-    Ok(())
+    Ok(version)
 }
 
 fn identity_map() -> [u8; DATABASES] {

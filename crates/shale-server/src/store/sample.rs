@@ -58,30 +58,12 @@ pub fn pick(
     if len == 0 || count == 0 {
         return Ok(Vec::new());
     }
-    let mut rng = Rng::new(seed);
     let distinct = count > 0;
     let wanted = count.unsigned_abs();
     if len <= READ_ALL_MAX || (distinct && wanted >= len / 2) {
-        let mut all = read_all(txn, prefix)?;
-        if all.is_empty() {
-            return Ok(all);
-        }
-        if distinct {
-            if wanted >= all.len() as u64 {
-                return Ok(all);
-            }
-            // A partial Fisher-Yates shuffle: the first `wanted` are a uniform sample.
-            for i in 0..wanted as usize {
-                let j = i + rng.below((all.len() - i) as u64) as usize;
-                all.swap(i, j);
-            }
-            all.truncate(wanted as usize);
-            return Ok(all);
-        }
-        return Ok((0..wanted)
-            .map(|_| all[rng.below(all.len() as u64) as usize].clone())
-            .collect());
+        return Ok(pick_from(read_all(txn, prefix)?, count, seed));
     }
+    let mut rng = Rng::new(seed);
     let mut out: Vec<Element> = Vec::new();
     let mut seen = rustc_hash::FxHashSet::default();
     let mut attempts = 0u64;
@@ -96,6 +78,30 @@ pub fn pick(
         out.push(found);
     }
     Ok(out)
+}
+
+/// Picks from `all` as [`pick`] does, uniformly.
+pub fn pick_from(mut all: Vec<Element>, count: i64, seed: u64) -> Vec<Element> {
+    if all.is_empty() || count == 0 {
+        return Vec::new();
+    }
+    let mut rng = Rng::new(seed);
+    let wanted = count.unsigned_abs();
+    if count > 0 {
+        if wanted >= all.len() as u64 {
+            return all;
+        }
+        // A partial Fisher-Yates shuffle: the first `wanted` are a uniform sample.
+        for i in 0..wanted as usize {
+            let j = i + rng.below((all.len() - i) as u64) as usize;
+            all.swap(i, j);
+        }
+        all.truncate(wanted as usize);
+        return all;
+    }
+    (0..wanted)
+        .map(|_| all[rng.below(all.len() as u64) as usize].clone())
+        .collect()
 }
 
 /// Every element of the collection under `prefix`: (name, value).

@@ -25,7 +25,9 @@ fn a_batch_reads_its_own_writes_in_points_and_scans() {
     let fs = Arc::new(MemFs::new());
     let store = open(&fs);
     let mut txn = store.txn(&StripeSet::new());
-    hashes::set(&mut txn, b"h", &[b("a"), b("1"), b("c"), b("3")]).unwrap();
+    // A value past the inline limit: the hash is one record per field.
+    let long = "3".repeat(hashes::INLINE_MAX_BYTES + 1);
+    hashes::set(&mut txn, b"h", &[b("a"), b("1"), b("c"), b(&long)]).unwrap();
     txn.commit().unwrap();
     hashes::set(&mut txn, b"h", &[b("b"), b("2"), b("a"), b("9")]).unwrap();
     hashes::delete(&mut txn, b"h", &[b("c")]).unwrap();
@@ -59,7 +61,7 @@ fn a_batch_reads_its_own_writes_in_points_and_scans() {
     assert_eq!(hashes::len(&mut txn, b"h").unwrap(), 2);
     assert_eq!(
         hashes::get(&mut txn, b"h", b"c").unwrap(),
-        Some(b"3".to_vec())
+        Some(long.into_bytes())
     );
 }
 
@@ -184,4 +186,29 @@ fn a_newer_format_is_refused() {
     let db = Db::open("/db", options).unwrap();
     let err = Store::new(db, Appendfsync::Everysec).err().unwrap();
     assert_eq!(err.kind(), shale::ErrorKind::NotSupported);
+}
+
+#[test]
+fn a_version_1_keyspace_is_read_as_version_2() {
+    let fs = Arc::new(MemFs::new());
+    {
+        let store = open(&fs);
+        let mut txn = store.txn(&StripeSet::new());
+        hashes::set(&mut txn, b"h", &[b("f"), b("v")]).unwrap();
+        txn.commit().unwrap();
+        drop(txn);
+        store
+            .db()
+            .put(format::FORMAT_KEY, 1u32.to_be_bytes())
+            .unwrap();
+        store.into_db().close().unwrap();
+    }
+    let store = open(&fs);
+    let version = store.db().get(format::FORMAT_KEY).unwrap().unwrap();
+    assert_eq!(version.to_vec(), 2u32.to_be_bytes().to_vec());
+    let mut txn = store.txn(&StripeSet::new());
+    assert_eq!(
+        hashes::get(&mut txn, b"h", b"f").unwrap(),
+        Some(b"v".to_vec())
+    );
 }
