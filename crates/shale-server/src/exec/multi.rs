@@ -155,7 +155,15 @@ fn check(session: &Session, c: &Command, argv: &[Bytes]) -> Result<(), CmdError>
 /// WATCH: registers `keys` of the current database.
 fn watch(shared: &Shared, session: &mut Session, keys: &[Bytes]) -> Result<(), CmdError> {
     let store = &shared.store;
-    let mut txn = store.txn(&StripeSet::new());
+    // Registered under the keys' locks: a batch writing one of them either committed before
+    // (the client's next read sees it) or stages its write after, when it sees the watcher and
+    // reports the key at its commit. Without the lock, a batch that looked for watchers before
+    // this registration could commit after the client's read, unreported: a lost update.
+    let mut stripes = StripeSet::new();
+    for key in keys {
+        stripes.add_shared(key);
+    }
+    let mut txn = store.txn(&stripes);
     txn.select(session.db);
     let physical = txn.physical();
     let now = txn.now_ms();
