@@ -9,7 +9,7 @@
 //! Layout: `props` (configuration), `generator` and `rng` (YCSB's distributions), `record`
 //! (keys and verifiable values), `workload` (what clients do), `runner` and `measure` (threads,
 //! throttling, latency histograms, YCSB-cpp's lines), `backend` (engines), `app` (the main
-//! mode), `compare`, `cpucheck`, `dbbench`, `plot`, `redis_compare` and `tracegen` (the subcommands).
+//! mode), `compare`, `cpucheck`, `dbbench`, `plot`, `redis_compare`, `scan_bench` and `tracegen` (the subcommands).
 
 pub mod app;
 pub mod backend;
@@ -31,6 +31,7 @@ pub mod record;
 pub mod redis_compare;
 pub mod rng;
 pub mod runner;
+pub mod scan_bench;
 pub mod tracegen;
 pub mod workload;
 

@@ -26,6 +26,9 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some("memtable") {
         return exit_code(memtable_bench::run_command(&args[1..]));
     }
+    if args.first().map(String::as_str) == Some("scan") {
+        return exit_code(shale_bench::scan_bench::run_command(&args[1..]));
+    }
     if args.first().map(String::as_str) == Some("prepare-cluster") {
         return exit_code(tracegen::prepare::run(&args[1..]).map(|()| true));
     }

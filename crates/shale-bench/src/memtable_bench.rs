@@ -285,10 +285,10 @@ fn seek_target(user_key: &[u8]) -> Vec<u8> {
 }
 
 /// A small per-thread generator (xorshift64*); benchmark inputs must not depend on a crate.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -501,13 +501,9 @@ fn run_scans(kind: Kind, cfg: Config, scan: Scan, args: &MemtableArgs) -> RunRes
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
+/// The median of `v`, 0 when empty.
+pub(crate) fn median(v: Vec<f64>) -> f64 {
+    crate::compare::median(&v).unwrap_or(0.0)
 }
 
 /// Runs the sweep and returns the markdown report.
@@ -659,7 +655,7 @@ pub fn run(args: &MemtableArgs) -> String {
 }
 
 /// `a / b` as a table cell.
-fn ratio(a: f64, b: f64) -> String {
+pub(crate) fn ratio(a: f64, b: f64) -> String {
     if b > 0.0 {
         format!("{:.2}x", a / b)
     } else {
