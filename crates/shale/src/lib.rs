@@ -19,10 +19,6 @@ pub mod fuzz_api;
 mod gc;
 pub mod iter;
 mod key;
-// TEMPORARY: four unsafe blocks of the memtable (flodb.rs `by_key`, skiplist.rs's three
-// `compare_node`/`node_key` calls in conditions) lack a `// SAFETY:` comment. The memtable's owner
-// documents them and removes this allow; nothing else in the workspace is exempt.
-#[allow(clippy::undocumented_unsafe_blocks)]
 pub mod memtable;
 mod options;
 mod sst;

@@ -140,8 +140,11 @@ impl Shared {
         extra: Option<(usize, Unlinked)>,
         nodes: &mut Vec<Unlinked>,
     ) -> usize {
-        // SAFETY (for `built_key` below): every node came from a slot: built by our skiplist,
-        // alive as long as `self`, its bytes visible to whoever stored it (under the locks we hold).
+        // SAFETY: `built_key` needs a node built by our skiplist and complete. Every node sorted
+        // here came from a slot of a bucket whose lock we hold, or is `extra`: built by our
+        // skiplist (bucket invariant), alive as long as `self` (the arena frees nothing before
+        // the memtable drops), and complete in our view (whoever stored it did so under the lock
+        // we now hold, after writing it; `extra` is this thread's own).
         let by_key = |a: &Unlinked, b: &Unlinked| unsafe {
             key::compare_internal(built_key(a.as_ptr()), built_key(b.as_ptr()))
         };

@@ -701,9 +701,9 @@ impl SkipListMemtable {
         // The index probes of a batch of scattered keys are independent cache misses: prefetch
         // each entry's slot `2 * PREFETCH_AHEAD` entries ahead and its node `PREFETCH_AHEAD`
         // ahead, so they overlap instead of running one after another.
-        // SAFETY: every node is a complete built node of ours (caller's contract).
         let hashes: Vec<u64> = nodes
             .iter()
+            // SAFETY: every node is a complete built node of ours (caller's contract).
             .map(|n| point_index::hash(unsafe { Node::user_key(n.as_ptr()) }))
             .collect();
         for &h in hashes.iter().take(2 * PREFETCH_AHEAD) {
@@ -725,10 +725,12 @@ impl SkipListMemtable {
             let (ikey, height) =
                 unsafe { (node_key(node), ptr::read(slot(node, 0) as *const usize)) };
             debug_assert!(
-                // SAFETY: as above.
-                i == 0
-                    || key::compare_internal(unsafe { node_key(nodes[i - 1].as_ptr()) }, ikey)
-                        == Ordering::Less,
+                i == 0 || {
+                    // SAFETY: the previous node of the batch is, like this one, a complete
+                    // built node of ours (caller's contract).
+                    let prev = unsafe { node_key(nodes[i - 1].as_ptr()) };
+                    key::compare_internal(prev, ikey) == Ordering::Less
+                },
                 "link_sorted batch not strictly sorted"
             );
             let user_key = &ikey[..ikey.len() - TRAILER_LEN];
@@ -788,8 +790,9 @@ impl SkipListMemtable {
                 }
             }
             valid = 0;
-            // SAFETY: `succ[0]` is null or an initialized entry node.
             debug_assert!(
+                // SAFETY: `succ[0]` is null or an initialized entry node (an Acquire load by
+                // this thread, which holds the insert lock; nodes live as long as the arena).
                 succ[0].is_null() || unsafe { target.compare_node(succ[0]) } != Ordering::Equal,
                 "memtable entry inserted twice"
             );
@@ -981,8 +984,9 @@ impl Memtable for SkipListMemtable {
         let height = writer.random_height();
         let mut prev = [self.head.as_ptr(); MAX_HEIGHT];
         let (_, successor) = self.find::<false>(target, Some(&mut prev));
-        // SAFETY: `successor` is null or an initialized entry node (from an Acquire load).
         debug_assert!(
+            // SAFETY: `successor` is null or an initialized entry node (from an Acquire load at
+            // or after its publication; nodes live as long as the arena).
             successor.is_null() || unsafe { target.compare_node(successor) } != Ordering::Equal,
             "memtable entry inserted twice"
         );
