@@ -10,6 +10,12 @@
 //!
 //! `--hit-rate` measures instead what each server keeps at equal memory: a cache-aside client
 //! (a GET that misses is followed by a SET) over more keys than fit.
+//!
+//! `--indexes cpu,gpu` runs Shale once per index engine (`shale serve --mode cache --index E`),
+//! same load, same server threads, and adds a table of the engines side by side: Mega-KV's
+//! end-to-end comparison of its GPU index against CPU cores. The GPU engine needs a `shale` built
+//! with `--features gpu` on a machine with an NVIDIA GPU; where it cannot run, the run stops with
+//! the server's reason.
 
 mod client;
 mod protocol;
@@ -34,9 +40,13 @@ pub const USAGE: &str = "\
 Usage: shale-bench cache-compare [--rounds N] [--seconds S] [--warmup S] [--sizes 8/8,16/64,32/512,128/1024]
          [--workloads 95,100] [--dists zipf,uniform] [--depths 1,32] [--peers memcached,redis]
          [--connections N] [--client-threads N] [--server-threads N] [--memory BYTES] [--keys N]
-         [--hit-rate] [--shale-bin PATH] [--cpucheck SECS] [--out FILE.md]
+         [--hit-rate] [--indexes cpu,gpu] [--memcached-args ARGS] [--shale-bin PATH]
+         [--cpucheck SECS] [--out FILE.md]
 Workloads are GET percentages (the rest SETs). --hit-rate runs a cache-aside client over more
-keys than --memory holds (default 64 MiB there) and reports hit rates instead of throughput.";
+keys than --memory holds (default 64 MiB there) and reports hit rates instead of throughput.
+--indexes runs Shale with each index engine (gpu: a shale built with --features gpu, on a GPU
+machine) and reports them side by side. --memcached-args adds arguments to memcached's command
+line (whitespace-separated, e.g. \"-R 200\").";
 
 /// Arguments.
 #[derive(Debug, Clone)]
@@ -69,6 +79,10 @@ pub struct CacheCompareArgs {
     pub keys: usize,
     /// Measure hit rates at equal memory instead of throughput.
     pub hit_rate: bool,
+    /// Shale's index engines (`cpu`, `gpu`); Shale runs once per engine.
+    pub indexes: Vec<String>,
+    /// Extra arguments for memcached.
+    pub memcached_args: Vec<String>,
     /// The `shale` binary.
     pub shale_bin: Option<PathBuf>,
     /// Seconds of the CPU check per round.
@@ -94,6 +108,8 @@ impl Default for CacheCompareArgs {
             memory: 1 << 30,
             keys: 0,
             hit_rate: false,
+            indexes: vec!["cpu".into()],
+            memcached_args: Vec::new(),
             shale_bin: None,
             cpucheck_secs: 5,
             out: None,
@@ -138,6 +154,10 @@ fn parse_args(args: &[String]) -> Result<CacheCompareArgs> {
             "shale-bin" => a.shale_bin = Some(PathBuf::from(value()?)),
             "out" => a.out = Some(PathBuf::from(value()?)),
             "peers" => a.peers = list(value()?),
+            "indexes" => a.indexes = list(value()?),
+            "memcached-args" => {
+                a.memcached_args = value()?.split_whitespace().map(String::from).collect()
+            }
             "sizes" => {
                 a.sizes = list(value()?)
                     .iter()
@@ -187,6 +207,12 @@ fn parse_args(args: &[String]) -> Result<CacheCompareArgs> {
     if a.rounds == 0 || a.connections == 0 || a.depths.contains(&0) || a.sizes.is_empty() {
         return Err(usage("counts must be positive"));
     }
+    if a.indexes.is_empty()
+        || a.indexes.iter().any(|e| e != "cpu" && e != "gpu")
+        || (1..a.indexes.len()).any(|i| a.indexes[..i].contains(&a.indexes[i]))
+    {
+        return Err(usage("--indexes lists cpu and/or gpu, each once"));
+    }
     if a.sizes.iter().any(|&(k, _)| !(8..=250).contains(&k)) {
         return Err(usage("keys are 8 to 250 bytes (memcached's limit)"));
     }
@@ -229,34 +255,53 @@ fn shale_bin(a: &CacheCompareArgs) -> PathBuf {
     })
 }
 
-/// One server under test with the protocols it is measured over.
-struct System {
-    name: &'static str,
-    wires: &'static [(&'static str, Wire)],
+/// What a system under test is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Shale's cache with an index engine (`cpu`, `gpu`).
+    Shale(&'static str),
+    Memcached,
+    Redis,
 }
 
-const SHALE: System = System {
-    name: "shale",
-    wires: &[
-        ("shale memcache", Wire::Memcache),
-        ("shale megakv", Wire::MegaKv),
-        ("shale resp", Wire::Resp),
-    ],
-};
-const MEMCACHED: System = System {
-    name: "memcached",
-    wires: &[("memcached", Wire::Memcache)],
-};
-const REDIS: System = System {
-    name: "redis",
-    wires: &[("redis", Wire::Resp)],
-};
+/// One server under test with the protocols it is measured over, each with its report label.
+struct System {
+    name: &'static str,
+    kind: Kind,
+    wires: Vec<(&'static str, Wire)>,
+}
+
+/// Shale with the index engine `index`. The CPU engine keeps the plain labels ("shale memcache")
+/// the main table uses; another engine's labels name it ("shale gpu memcache").
+fn shale_system(index: &str) -> System {
+    let (name, kind, labels) = match index {
+        "gpu" => (
+            "shale gpu",
+            Kind::Shale("gpu"),
+            ["shale gpu memcache", "shale gpu megakv", "shale gpu resp"],
+        ),
+        _ => (
+            "shale",
+            Kind::Shale("cpu"),
+            ["shale memcache", "shale megakv", "shale resp"],
+        ),
+    };
+    System {
+        name,
+        kind,
+        wires: vec![
+            (labels[0], Wire::Memcache),
+            (labels[1], Wire::MegaKv),
+            (labels[2], Wire::Resp),
+        ],
+    }
+}
 
 fn start(system: &System, a: &CacheCompareArgs) -> Result<ServerProcess> {
-    match system.name {
-        "shale" => servers::shale(&shale_bin(a), a.memory, a.server_threads),
-        "memcached" => servers::memcached(a.memory, a.server_threads),
-        _ => servers::redis(a.memory),
+    match system.kind {
+        Kind::Shale(index) => servers::shale(&shale_bin(a), a.memory, a.server_threads, index),
+        Kind::Memcached => servers::memcached(a.memory, a.server_threads, &a.memcached_args),
+        Kind::Redis => servers::redis(a.memory),
     }
 }
 
@@ -357,14 +402,27 @@ type Cell = (usize, usize, u32, bool, usize, &'static str);
 /// Usage errors, servers that cannot start, clients that see errors.
 pub fn run_command(args: &[String]) -> Result<bool> {
     let a = parse_args(args)?;
-    let mut systems = vec![SHALE];
+    let mut systems: Vec<System> = a.indexes.iter().map(|e| shale_system(e)).collect();
     for peer in &a.peers {
         match peer.as_str() {
-            "memcached" => systems.push(MEMCACHED),
-            "redis" => systems.push(REDIS),
+            "memcached" => systems.push(System {
+                name: "memcached",
+                kind: Kind::Memcached,
+                wires: vec![("memcached", Wire::Memcache)],
+            }),
+            "redis" => systems.push(System {
+                name: "redis",
+                kind: Kind::Redis,
+                wires: vec![("redis", Wire::Resp)],
+            }),
             "none" => {}
             other => return Err(Error::usage(format!("unknown peer {other:?}"))),
         }
+    }
+    // Every server must start before any is measured: a GPU engine that cannot run, or a peer
+    // that is not installed, stops the run at once rather than after the other rounds.
+    for system in &systems {
+        drop(start(system, &a)?);
     }
     let mut results: BTreeMap<Cell, Vec<Measured>> = BTreeMap::new();
     let mut cpu = Vec::new();
@@ -391,7 +449,7 @@ pub fn run_command(args: &[String]) -> Result<bool> {
                 // With --hit-rate there are three times more keys than fit: the preload fills
                 // the cache (and evicts), so the cache-aside client starts from a full cache.
                 preload(&server, system.wires[0].1, keys, key, value)?;
-                for &(label, wire) in system.wires {
+                for &(label, wire) in &system.wires {
                     for &get_percent in &a.workloads {
                         for (zipf, seq) in &sequences {
                             for &depth in &a.depths {
@@ -446,6 +504,67 @@ pub fn run_command(args: &[String]) -> Result<bool> {
         eprintln!("error: {errors} requests got error replies or values of the wrong length");
     }
     Ok(errors == 0)
+}
+
+/// Shale's index engines side by side over each protocol: the CPU engine, then each other
+/// engine with its ratio to the CPU.
+fn index_table(a: &CacheCompareArgs, results: &BTreeMap<Cell, Vec<Measured>>) -> String {
+    let value = |m: &Measured| {
+        if a.hit_rate {
+            m.hit_rate()
+        } else {
+            m.ops_per_sec / 1000.0
+        }
+    };
+    let fmt = |x: f64| {
+        if a.hit_rate {
+            format!("{x:.4}")
+        } else {
+            format!("{x:.0}")
+        }
+    };
+    let engines: Vec<System> = a.indexes.iter().map(|e| shale_system(e)).collect();
+    let mut out = String::from("\n| key/value | GET % | keys | depth | protocol |");
+    for e in &a.indexes {
+        out.push_str(&format!(" index {e} |"));
+    }
+    let (first, last) = (&a.indexes[0], &a.indexes[a.indexes.len() - 1]);
+    out.push_str(&format!(" {last}/{first} |\n|---|---|---|---|---|"));
+    out.push_str(&"---|".repeat(engines.len() + 1));
+    out.push('\n');
+    let mut cells: Vec<(usize, usize, u32, bool, usize)> = results
+        .keys()
+        .map(|&(k, v, g, z, d, _)| (k, v, g, z, d))
+        .collect();
+    cells.dedup();
+    for (k, v, g, z, d) in cells {
+        for (w, protocol) in ["memcache", "megakv", "resp"].iter().enumerate() {
+            let figures: Vec<Option<f64>> = engines
+                .iter()
+                .map(|e| {
+                    results
+                        .get(&(k, v, g, z, d, e.wires[w].0))
+                        .and_then(|ms| median(&ms.iter().map(value).collect::<Vec<_>>()))
+                })
+                .collect();
+            out.push_str(&format!(
+                "| {k}/{v} | {g} | {} | {d} | {protocol} |",
+                if z { "zipf" } else { "uniform" }
+            ));
+            for f in &figures {
+                out.push_str(&format!(" {} |", f.map_or("-".to_string(), fmt)));
+            }
+            let ratio = match (
+                figures.first().copied().flatten(),
+                figures.last().copied().flatten(),
+            ) {
+                (Some(first), Some(last)) if first > 0.0 => format!("{:.2}x", last / first),
+                _ => "-".to_string(),
+            };
+            out.push_str(&format!(" {ratio} |\n"));
+        }
+    }
+    out
 }
 
 fn report(
@@ -508,6 +627,9 @@ fn report(
             ratio(sresp, redis),
         ));
     }
+    if a.indexes.len() > 1 {
+        out.push_str(&index_table(a, results));
+    }
     out.push_str(&format!(
         "\n{metric}, medians of {} rounds; {} connections over {} client threads; servers with {} threads and {} MiB; {} s measured after {} s warm-up.\nCPU check (sysbench cpu --threads=2, events/s): {}\n",
         a.rounds,
@@ -520,4 +642,55 @@ fn report(
         rounds_line(cpu)
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Result<CacheCompareArgs> {
+        parse_args(&list.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn index_engines_and_memcached_arguments_parse() {
+        let a = args(&["--indexes", "cpu,gpu", "--memcached-args", " -R  200 "]).unwrap();
+        assert_eq!(a.indexes, ["cpu", "gpu"]);
+        assert_eq!(a.memcached_args, ["-R", "200"]);
+        assert_eq!(args(&[]).unwrap().indexes, ["cpu"]);
+        for bad in ["tpu", "cpu,cpu", ""] {
+            assert!(args(&["--indexes", bad]).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn the_index_table_puts_engines_side_by_side() {
+        let a = args(&["--indexes", "cpu,gpu"]).unwrap();
+        let m = |kops: f64| Measured {
+            ops_per_sec: kops * 1000.0,
+            gets: 1,
+            hits: 1,
+            errors: 0,
+        };
+        let mut results: BTreeMap<Cell, Vec<Measured>> = BTreeMap::new();
+        for (label, kops) in [
+            ("shale memcache", [100.0, 300.0, 200.0]),
+            ("shale gpu memcache", [500.0, 400.0, 450.0]),
+            ("shale megakv", [10.0, 10.0, 10.0]),
+        ] {
+            results.insert((8, 8, 95, true, 32, label), kops.map(m).to_vec());
+        }
+        let table = index_table(&a, &results);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[1],
+            "| key/value | GET % | keys | depth | protocol | index cpu | index gpu | gpu/cpu |"
+        );
+        assert_eq!(
+            lines[3],
+            "| 8/8 | 95 | zipf | 32 | memcache | 200 | 450 | 2.25x |"
+        );
+        assert_eq!(lines[4], "| 8/8 | 95 | zipf | 32 | megakv | 10 | - | - |");
+        assert_eq!(lines[5], "| 8/8 | 95 | zipf | 32 | resp | - | - | - |");
+    }
 }
