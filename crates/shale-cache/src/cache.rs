@@ -266,6 +266,13 @@ impl<'c> Worker<'c> {
         let evict = std::mem::take(&mut self.jobs.evict);
         self.jobs.clear();
         self.jobs.evict = evict;
+        self.publish_counts();
+        self.cache.slabs.epochs().unpin(self.thread);
+    }
+
+    /// Adds the hits and misses counted since the last call to the cache's stats (`end` does it
+    /// too). A server calls it before sending the round's replies.
+    pub fn publish_counts(&mut self) {
         let stats = &self.cache.stats;
         let local = std::mem::take(&mut self.local);
         if local.gets > 0 {
@@ -274,7 +281,6 @@ impl<'c> Worker<'c> {
             Stats::add(&stats.get_misses, local.misses);
             Stats::add(&stats.get_expired, local.expired);
         }
-        self.cache.slabs.epochs().unpin(self.thread);
     }
 
     /// The round's clock reading.

@@ -195,13 +195,20 @@ impl Thread<'_> {
         }
         // One pass for everything queued.
         self.worker.execute();
-        // Replies.
-        for slot in std::mem::take(&mut self.active) {
+        // Replies: all built, then the round's hits and misses counted, then sent, so a client
+        // that reads its reply and then asks for `stats` sees its requests counted.
+        let active = std::mem::take(&mut self.active);
+        for &slot in &active {
+            if let Some(conn) = self.conns[slot].as_mut() {
+                conn.session.reply(&mut self.worker, &mut conn.output);
+            }
+        }
+        self.worker.publish_counts();
+        for slot in active {
             let Some(conn) = self.conns[slot].as_mut() else {
                 continue;
             };
             conn.active = false;
-            conn.session.reply(&mut self.worker, &mut conn.output);
             flush(conn, self.stats);
             if conn.dead || (conn.closing && conn.output.is_empty()) {
                 self.close(slot);

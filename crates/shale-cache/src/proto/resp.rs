@@ -609,13 +609,16 @@ fn info_text(worker: &Worker<'_>) -> String {
         let _ = write!(s, "{name}:{value}\r\n");
     }
     let batches = get(&stats.batches).max(1);
+    let passes = get(&stats.passes).max(1);
     let _ = write!(
         s,
-        "batch_ops_p50:{}\r\nbatch_ops_p99:{}\r\nbatch_micros_p99:{}\r\nbatch_index_nanos_mean:{}\r\n\r\n",
+        "batch_ops_p50:{}\r\nbatch_ops_p99:{}\r\nbatch_micros_p99:{}\r\nbatch_index_nanos_mean:{}\r\npass_period_micros_mean:{}\r\nhit_rate_percent:{:.2}\r\n\r\n",
         stats.batch_ops.quantile(0.5),
         stats.batch_ops.quantile(0.99),
         stats.batch_micros.quantile(0.99),
-        get(&stats.index_nanos) / batches
+        get(&stats.index_nanos) / batches,
+        get(&stats.pass_period_nanos) / passes / 1000,
+        get(&stats.get_hits) as f64 * 100.0 / get(&stats.cmd_get).max(1) as f64,
     );
     let _ = write!(
         s,
