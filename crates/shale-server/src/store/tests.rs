@@ -201,7 +201,10 @@ fn a_version_1_keyspace_is_read_as_version_2() {
             .db()
             .put(format::FORMAT_KEY, 1u32.to_be_bytes())
             .unwrap();
-        store.into_db().close().unwrap();
+        Arc::into_inner(store.into_db())
+            .expect("the only handle")
+            .close()
+            .unwrap();
     }
     let store = open(&fs);
     let version = store.db().get(format::FORMAT_KEY).unwrap().unwrap();
