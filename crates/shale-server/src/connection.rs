@@ -24,7 +24,7 @@ use crate::exec;
 use crate::metrics::add;
 use crate::session::{After, Session};
 use crate::shared::Shared;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use shale_proto::resp::{ReplyWriter, Request, RequestDecoder};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -41,6 +41,10 @@ pub const MAX_READ_RESERVE: usize = 1 << 20;
 /// connection's runtime thread: copying and logging a large value takes long enough (a 64 MiB
 /// value, tens of milliseconds) to stall every other connection of the thread.
 pub const LARGE_ARGUMENT: usize = 1 << 20;
+/// One read takes at most this many bytes, and while a large argument arrives the connection
+/// yields to the others of its thread after each read: one `recv` of a socket's whole receive
+/// queue into memory touched for the first time takes milliseconds.
+pub const MAX_RECV: usize = 256 << 10;
 
 /// Serves one client until it leaves, breaks the protocol, or the server shuts down.
 pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
@@ -85,6 +89,11 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
             add(&shared.metrics.net_input_bytes, n as u64);
         }
         let decoded = decoder.decode_all(&mut buf, &mut requests);
+        if requests.is_empty() && decoded.is_ok() && decoder.bytes_needed() > MAX_READ_RESERVE {
+            // The rest of a large argument is on its way: let the other connections run.
+            tokio::task::yield_now().await;
+            continue;
+        }
         let mut o = out.take().unwrap_or_default();
         let mut s = session.take().expect("session is always put back");
         let auth_failures = s.auth_failures;
@@ -93,9 +102,18 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
             let here = shared.store.replica().is_none()
                 || cluster::dispatch(&shared, &mut s, &batch, &mut o, &mut upstream).await;
             let mut from = if here { 0 } else { batch.len() };
+            // The read buffer shares the memory of the batch's arguments: with a large one, what
+            // it holds of the next request moves to a fresh buffer, and the old one goes with
+            // the arguments, freed on the blocking thread (unmapping hundreds of MiB takes
+            // milliseconds).
+            let mut spent = (here && has_large_argument(&batch)).then(|| {
+                let mut fresh = BytesMut::with_capacity(READ_CHUNK.max(buf.len()));
+                fresh.extend_from_slice(&buf);
+                std::mem::replace(&mut buf, fresh)
+            });
             while from < batch.len() {
                 let Some((back, batch_back, out_back, outcome, durable)) =
-                    execute_durably(&shared, s, batch, from, o).await
+                    execute_durably(&shared, s, batch, from, o, spent.take()).await
                 else {
                     // The blocking thread running a large batch died: nothing to answer with.
                     return;
@@ -208,6 +226,7 @@ async fn execute_durably(
     batch: Vec<Request>,
     from: usize,
     mut o: BytesMut,
+    spent: Option<BytesMut>,
 ) -> Option<(
     Session,
     Vec<Request>,
@@ -219,13 +238,20 @@ async fn execute_durably(
     // A cluster node's writes are durable when their commit returns.
     let writes = exec::writes_anything(part) && shared.store.replica().is_none();
     let always = shared.store.appendfsync() == Appendfsync::Always && writes;
-    let large = part
-        .iter()
-        .any(|r| r.argv().iter().any(|a| a.len() >= LARGE_ARGUMENT));
-    let (ticket, outcome, s, batch, o) = if large {
+    let (ticket, outcome, s, batch, o) = if has_large_argument(part) {
         let sh = shared.clone();
         tokio::task::spawn_blocking(move || {
+            let mut batch = batch;
             let (ticket, outcome) = execute(&sh, &mut s, &batch[from..], &mut o, always);
+            if !matches!(outcome, exec::Outcome::Blocked { .. }) {
+                // Done with the arguments: free them here, not on the connection's thread. A
+                // request's name is all that its reply's failure handling needs.
+                for r in &mut batch[from..] {
+                    let name = Bytes::copy_from_slice(r.name());
+                    *r = Request::new(vec![name]).expect("one argument");
+                }
+            }
+            drop(spent);
             (ticket, outcome, s, batch, o)
         })
         .await
@@ -244,6 +270,13 @@ async fn execute_durably(
         None => Ok(()),
     };
     Some((s, batch, o, outcome, durable))
+}
+
+/// Whether a request of `batch` has an argument of at least [`LARGE_ARGUMENT`] bytes.
+fn has_large_argument(batch: &[Request]) -> bool {
+    batch
+        .iter()
+        .any(|r| r.argv().iter().any(|a| a.len() >= LARGE_ARGUMENT))
 }
 
 /// Executes `batch`, appending its replies to `out`; under `always` also returns the ticket of
@@ -307,7 +340,7 @@ async fn read_some(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> 
         let mut got = None;
         let result = stream.try_io(Interest::READABLE, || {
             let spare = buf.spare_capacity_mut();
-            let room = spare.len();
+            let room = spare.len().min(MAX_RECV);
             // SAFETY: `recv` writes at most `room` bytes into the spare capacity, which is
             // allocated and exclusively ours for the call; the descriptor is the stream's own.
             let n = unsafe { libc::recv(stream.as_raw_fd(), spare.as_mut_ptr().cast(), room, 0) };

@@ -10,7 +10,7 @@
 //! Concurrency: the cache is shared by all threads; a blob file is opened once and read by many.
 //! Entries are evicted when the physical file is deleted.
 
-use crate::blob::BlobReader;
+use crate::blob::{BlobReader, DirectBlobs};
 use crate::compaction::job::decode_blob_ref;
 use crate::error::{Error, ErrorKind, IoContext, Result};
 use crate::filename;
@@ -29,6 +29,7 @@ struct Inner {
     dir: PathBuf,
     fs: Arc<dyn Fs>,
     files: quick_cache::sync::Cache<u64, Arc<BlobReader>>,
+    direct: DirectBlobs,
 }
 
 impl BlobFileCache {
@@ -38,6 +39,7 @@ impl BlobFileCache {
                 dir,
                 fs,
                 files: quick_cache::sync::Cache::new(capacity.max(16)),
+                direct: DirectBlobs::default(),
             }),
         }
     }
@@ -59,6 +61,11 @@ impl BlobFileCache {
         })
     }
 
+    /// The blob files written by the write path that the version does not hold yet.
+    pub(crate) fn direct(&self) -> &DirectBlobs {
+        &self.inner.direct
+    }
+
     /// Forgets physical file `number` (it is being deleted).
     pub(crate) fn evict(&self, number: u64) {
         self.inner.files.remove(&number);
@@ -72,26 +79,35 @@ impl BlobFileCache {
     pub(crate) fn read(&self, blobs: &BlobFiles, user_key: &[u8], value: &[u8]) -> Result<Vec<u8>> {
         let r = decode_blob_ref(user_key, value)?;
         let corrupt = |what: String| Error::new(ErrorKind::Corruption, what);
-        let meta = blobs.get(&r.file).ok_or_else(|| {
-            corrupt(format!(
-                "a blob reference names blob file {}, which the version does not hold",
-                r.file
-            ))
-        })?;
-        let index = meta.index_of(r.ordinal).ok_or_else(|| {
-            corrupt(format!(
-                "a blob reference names record {} of blob file {}, which its physical file {} does not hold",
-                r.ordinal, r.file, meta.physical
-            ))
-        })?;
-        let reader = self.get(meta.physical)?;
-        let record = if meta.survivors.is_none() {
-            reader.get_at(r.offset, index)?
-        } else {
-            reader.get(index)?
+        let (physical, index, record) = match blobs.get(&r.file) {
+            Some(meta) => {
+                let index = meta.index_of(r.ordinal).ok_or_else(|| {
+                    corrupt(format!(
+                        "a blob reference names record {} of blob file {}, which its physical file {} does not hold",
+                        r.ordinal, r.file, meta.physical
+                    ))
+                })?;
+                let reader = self.get(meta.physical)?;
+                let record = if meta.survivors.is_none() {
+                    reader.get_at(r.offset, index)?
+                } else {
+                    reader.get(index)?
+                };
+                (meta.physical, index, record)
+            }
+            // Written by the write path, not flushed yet: one record, never rewritten.
+            None if r.ordinal == 0 && self.inner.direct.contains(r.file) => {
+                (r.file, 0, self.get(r.file)?.get_at(r.offset, 0)?)
+            }
+            None => {
+                return Err(corrupt(format!(
+                    "a blob reference names blob file {}, which the version does not hold",
+                    r.file
+                )))
+            }
         };
         if record.key.as_ref() != user_key || record.value.len() != r.value_len as usize {
-            let path = filename::blob(&self.inner.dir, meta.physical);
+            let path = filename::blob(&self.inner.dir, physical);
             return Err(Error::corruption(
                 &path,
                 r.offset,

@@ -28,7 +28,7 @@ mod version;
 mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{Checkpoint, Db, KeyRange, LogPosition, Snapshot, Stats};
+pub use db::{Checkpoint, Db, KeyRange, LogPosition, PreparedWrite, Snapshot, Stats};
 pub use error::{Error, ErrorKind, Result};
 pub use iter::{Skipped, SkippedKind};
 pub use key::{SeqNo, ValueKind};

@@ -60,6 +60,12 @@ pub const DEFAULT_DRAIN_THREADS: usize = 0;
 pub const DEFAULT_MIN_BLOB_SIZE: usize = 512;
 /// [`Options::min_blob_size`] that turns key-value separation off: every value stays in the SSTs.
 pub const NO_BLOB_FILES: usize = usize::MAX;
+/// Default for [`Options::large_value_size`]: 8 MiB. Below it a value is cheaper through the WAL
+/// (group commit, no fsync of its own); at 8 MiB the WAL append and the memtable copy already
+/// hold every other writer for a few milliseconds, which the own file avoids.
+pub const DEFAULT_LARGE_VALUE_SIZE: usize = 8 << 20;
+/// [`Options::large_value_size`] that turns writing values straight to blob files off.
+pub const NO_LARGE_VALUES: usize = usize::MAX;
 /// Default for [`Options::blob_file_size`]: 32 MiB.
 pub const DEFAULT_BLOB_FILE_SIZE: u64 = 32 << 20;
 /// Default for [`Options::gc_threshold`]: a blob file is collected once half of it is garbage.
@@ -276,6 +282,15 @@ pub struct Options {
     pub min_blob_size: usize,
     /// Size at which a flush starts a new blob file. Default [`DEFAULT_BLOB_FILE_SIZE`].
     pub blob_file_size: u64,
+    /// Values at least this long are written straight to a blob file of their own when they are
+    /// written, and only a reference goes through the WAL and the memtable: the value is copied
+    /// once (into the file), other writers do not wait behind its WAL append, and the memtable does
+    /// not fill with it. Such a write syncs its blob file (and the directory) before its WAL
+    /// record exists, whatever its durability asks, so a WAL record never names a blob file that a
+    /// power loss could take; the cost is one fsync per large value. [`NO_LARGE_VALUES`] turns
+    /// it off; it applies with or without `min_blob_size`, and not to a database with an
+    /// external log. Default [`DEFAULT_LARGE_VALUE_SIZE`].
+    pub large_value_size: usize,
     /// Share of garbage (by bytes) at which a blob file becomes a GC candidate, in (0, 1].
     /// Default [`DEFAULT_GC_THRESHOLD`].
     pub gc_threshold: f64,
@@ -335,6 +350,7 @@ impl Default for Options {
             membuffer_prefix_bits: None,
             drain_threads: DEFAULT_DRAIN_THREADS,
             min_blob_size: DEFAULT_MIN_BLOB_SIZE,
+            large_value_size: DEFAULT_LARGE_VALUE_SIZE,
             blob_file_size: DEFAULT_BLOB_FILE_SIZE,
             gc_threshold: DEFAULT_GC_THRESHOLD,
             gc_space_amp_target: DEFAULT_GC_SPACE_AMP_TARGET,

@@ -117,9 +117,10 @@ fn option_sets(fs: &MemFs) -> Vec<(&'static str, Options)> {
     };
     vec![
         (
-            "tiny, uncompressed",
+            "tiny, uncompressed, long values straight to blob files at write time",
             Options {
                 compression: Compression::None,
+                large_value_size: 1000,
                 ..base.clone()
             },
         ),
@@ -170,9 +171,10 @@ fn option_sets(fs: &MemFs) -> Vec<(&'static str, Options)> {
             },
         ),
         (
-            "tiny, blob files with inline GC",
+            "tiny, blob files with inline GC, long values written at write time",
             Options {
                 compression: Compression::None,
+                large_value_size: 1000,
                 ..blobs.clone()
             },
         ),

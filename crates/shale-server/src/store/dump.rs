@@ -230,7 +230,7 @@ pub fn restore(
         return Ok(());
     }
     match value {
-        Value::String(v) => strings::put(txn, key, &v, 0, None)?,
+        Value::String(v) => strings::put(txn, key, Bytes::from(v), 0, None)?,
         Value::Hash(pairs) => {
             let flat: Vec<Bytes> = pairs
                 .into_iter()

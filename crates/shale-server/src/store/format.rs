@@ -289,9 +289,16 @@ fn read_u64(bytes: &[u8]) -> Option<u64> {
 /// The meta record of a string.
 pub fn string_meta(value: &[u8], expire_at: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(META_HEADER_LEN + value.len());
+    out.extend_from_slice(&string_meta_header(expire_at));
+    out.extend_from_slice(value);
+    out
+}
+
+/// The header of a string's meta record: the record is this header followed by the value.
+pub fn string_meta_header(expire_at: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(META_HEADER_LEN);
     out.push(Kind::String as u8);
     out.extend_from_slice(&expire_at.to_be_bytes());
-    out.extend_from_slice(value);
     out
 }
 

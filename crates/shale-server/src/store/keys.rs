@@ -8,6 +8,7 @@
 
 use super::format::{self, Kind, Meta};
 use super::{Dir, Error, Result, Txn};
+use bytes::Bytes;
 use std::ops::Bound;
 
 /// The live meta record of `key` for a read: `None` when absent or expired.
@@ -61,6 +62,20 @@ pub fn typed_write(txn: &mut Txn<'_>, key: &[u8], kind: Kind) -> Result<Option<M
 pub fn store_meta(txn: &mut Txn<'_>, key: &[u8], record: Vec<u8>, created: bool) {
     let db = txn.physical();
     txn.put(format::meta_key(db, key), record);
+    stored(txn, db, key, created);
+}
+
+/// Stages string `key` = `value` expiring at `expire_at` (0: never) as its meta record
+/// (`created` when the key did not exist). The value is not copied until the commit.
+pub fn store_string(txn: &mut Txn<'_>, key: &[u8], value: Bytes, expire_at: u64, created: bool) {
+    let db = txn.physical();
+    let head = format::string_meta_header(expire_at);
+    txn.put_split(format::meta_key(db, key), head, value);
+    stored(txn, db, key, created);
+}
+
+/// Accounts for a meta record of `key` in physical database `db` just staged.
+fn stored(txn: &mut Txn<'_>, db: u8, key: &[u8], created: bool) {
     if created {
         txn.count(db, 1);
     }

@@ -391,16 +391,48 @@ impl Store {
         let result = if counts.iter().all(|&d| d == 0) {
             self.start_write(batch)
         } else {
+            // Large values go to their blob files before the count lock is taken: writing them
+            // takes long, and every commit that adds or removes a key waits for that lock. (A
+            // cluster node's batch goes whole through the Raft log.)
+            let mut prepared = match self.replica {
+                Some(_) => None,
+                None => match self.db.prepare_write(std::mem::take(&mut batch)) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        self.commit_latency.observe(started.elapsed());
+                        return Err(e);
+                    }
+                },
+            };
             let mut held = self.counts.lock();
             let mut next = *held;
             for (db, &delta) in counts.iter().enumerate() {
                 if delta != 0 {
                     next[db] = (next[db] as i64 + delta).max(0) as u64;
-                    batch.put(format::count_key(db as u8), next[db].to_be_bytes());
+                    let (key, value) = (format::count_key(db as u8), next[db].to_be_bytes());
+                    match &mut prepared {
+                        Some(p) => {
+                            p.put(key, value);
+                        }
+                        None => {
+                            batch.put(key, value);
+                        }
+                    }
                 }
             }
             // A replicated batch is queued in count order under the lock and awaited after it.
-            let result = self.start_write(batch);
+            let result = match prepared {
+                Some(p) => self
+                    .db
+                    .write_prepared(
+                        p,
+                        &WriteOptions {
+                            durability: self.durability(),
+                        },
+                    )
+                    .map(|()| Started::Done),
+                None => self.start_write(batch),
+            };
             if result.is_ok() {
                 *held = next;
                 for (view, n) in self.count_view.iter().zip(next) {

@@ -89,7 +89,7 @@ pub fn set(
             Expiry::At(at) => at,
             Expiry::Keep => old.as_ref().map_or(0, |m| m.expire_at),
         };
-        put(txn, key, value, expire_at, old.as_ref())?;
+        put(txn, key, value.clone(), expire_at, old.as_ref())?;
     }
     Ok(SetOutcome {
         written,
@@ -104,12 +104,12 @@ pub fn set(
 pub fn put(
     txn: &mut Txn<'_>,
     key: &[u8],
-    value: &[u8],
+    value: Bytes,
     expire_at: u64,
     old: Option<&Meta>,
 ) -> Result<()> {
     let created = keys::clear_for_overwrite(txn, key, old)?;
-    keys::store_meta(txn, key, format::string_meta(value, expire_at), created);
+    keys::store_string(txn, key, value, expire_at, created);
     keys::add_expiry_entry(txn, key, expire_at);
     Ok(())
 }
@@ -121,7 +121,7 @@ pub fn put(
 pub fn set_many(txn: &mut Txn<'_>, pairs: &[Bytes]) -> Result<()> {
     for pair in pairs.chunks_exact(2) {
         let old = keys::lookup_write(txn, &pair[0])?;
-        put(txn, &pair[0], &pair[1], 0, old.as_ref())?;
+        put(txn, &pair[0], pair[1].clone(), 0, old.as_ref())?;
     }
     Ok(())
 }
@@ -137,7 +137,7 @@ pub fn set_many_if_absent(txn: &mut Txn<'_>, pairs: &[Bytes]) -> Result<bool> {
         }
     }
     for pair in pairs.chunks_exact(2) {
-        put(txn, &pair[0], &pair[1], 0, None)?;
+        put(txn, &pair[0], pair[1].clone(), 0, None)?;
     }
     Ok(true)
 }

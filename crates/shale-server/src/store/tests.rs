@@ -72,7 +72,7 @@ fn key_counts_follow_creations_overwrites_and_deletions() {
     let mut txn = store.txn(&StripeSet::new());
     txn.select(3);
     let p = txn.physical();
-    strings::put(&mut txn, b"s", b"v", 0, None).unwrap();
+    strings::put(&mut txn, b"s", Bytes::from_static(b"v"), 0, None).unwrap();
     sets::add(&mut txn, b"set", &[b("x")]).unwrap();
     lists::push(&mut txn, b"l", &[b("a")], lists::End::Left, false).unwrap();
     assert_eq!(txn.db_size(p), 3, "staged counts are seen by the batch");
@@ -80,7 +80,7 @@ fn key_counts_follow_creations_overwrites_and_deletions() {
     assert_eq!(store.db_size(p), 3);
     // Overwriting a list with a string keeps the count and drops the elements.
     let old = keys::lookup_write(&mut txn, b"l").unwrap();
-    strings::put(&mut txn, b"l", b"now", 0, old.as_ref()).unwrap();
+    strings::put(&mut txn, b"l", Bytes::from_static(b"now"), 0, old.as_ref()).unwrap();
     sets::remove(&mut txn, b"set", &[b("x")]).unwrap();
     txn.commit().unwrap();
     assert_eq!(store.db_size(p), 2);

@@ -20,6 +20,7 @@ use bytes::Bytes;
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 use rustc_hash::{FxBuildHasher, FxHashSet};
 use shale::{Error, ErrorKind, ReadOptions, Skipped, WriteBatch};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::ops::Bound;
@@ -33,7 +34,30 @@ enum KeyspaceGuard<'a> {
 type ReadAhead = (Vec<u8>, Option<Option<Vec<u8>>>);
 
 /// A staged write: the engine key and its new value (`None`: a deletion).
-type Staged = (Vec<u8>, Option<Bytes>);
+type Staged = (Vec<u8>, Option<StagedValue>);
+
+/// A staged write seen by a scan: the engine key and its value in one piece (`None`: a
+/// deletion).
+type StagedView<'a> = (&'a [u8], Option<Cow<'a, [u8]>>);
+
+/// A staged value: whole, or a short head and a body kept apart until the commit copies both
+/// into the engine's batch. A string's meta record is its header and its value: staged apart,
+/// a large value (which shares the request's memory) is copied once, not twice.
+#[derive(Debug, Clone)]
+enum StagedValue {
+    Whole(Bytes),
+    Split(Vec<u8>, Bytes),
+}
+
+impl StagedValue {
+    /// The value in one piece (a copy only for a split value).
+    fn contiguous(&self) -> Cow<'_, [u8]> {
+        match self {
+            StagedValue::Whole(v) => Cow::Borrowed(v),
+            StagedValue::Split(head, body) => Cow::Owned([head, &body[..]].concat()),
+        }
+    }
+}
 
 /// How many read-ahead entries from the expected one a read looks through for its key.
 const READ_AHEAD_LOOK: usize = 4;
@@ -194,7 +218,16 @@ impl<'a> Txn<'a> {
         if key.first() == Some(&format::EXPIRY) {
             self.store.note_expiring_key();
         }
-        self.stage(key, Some(value.into()));
+        self.stage(key, Some(StagedValue::Whole(value.into())));
+    }
+
+    /// Stages a put of `key` -> `head` followed by `body`, copied into one value only by the
+    /// commit (a large `body` is then copied once).
+    pub fn put_split(&mut self, key: Vec<u8>, head: Vec<u8>, body: Bytes) {
+        if key.first() == Some(&format::EXPIRY) {
+            self.store.note_expiring_key();
+        }
+        self.stage(key, Some(StagedValue::Split(head, body)));
     }
 
     /// Stages a delete.
@@ -202,7 +235,7 @@ impl<'a> Txn<'a> {
         self.stage(key, None);
     }
 
-    fn stage(&mut self, key: Vec<u8>, value: Option<Bytes>) {
+    fn stage(&mut self, key: Vec<u8>, value: Option<StagedValue>) {
         self.staged_hashes.push(Self::key_hash(&key));
         self.staged.push((key, value));
         self.writes += 1;
@@ -273,7 +306,7 @@ impl<'a> Txn<'a> {
     }
 
     /// The newest staged write of `key`: `Some(None)` for a staged deletion.
-    fn staged_value(&mut self, key: &[u8]) -> Option<Option<&Bytes>> {
+    fn staged_value(&mut self, key: &[u8]) -> Option<Option<&StagedValue>> {
         if self.staged.is_empty() || !self.is_staged(Self::key_hash(key)) {
             return None;
         }
@@ -300,7 +333,8 @@ impl<'a> Txn<'a> {
         let mut batch = WriteBatch::new();
         for (k, v) in self.staged.drain(..) {
             match v {
-                Some(v) => batch.put(k, v),
+                Some(StagedValue::Whole(v)) => batch.put(k, v),
+                Some(StagedValue::Split(head, body)) => batch.put_parts(k, &[&head, &body]),
                 None => batch.delete(k),
             };
         }
@@ -355,7 +389,7 @@ impl<'a> Txn<'a> {
     /// The engine's error.
     pub fn get(&mut self, key: &[u8]) -> shale::Result<Option<Vec<u8>>> {
         if let Some(staged) = self.staged_value(key) {
-            return Ok(staged.map(|v| v.to_vec()));
+            return Ok(staged.map(|v| v.contiguous().into_owned()));
         }
         if self.read_ahead_next < self.read_ahead.len() {
             if let Some(value) = self.take_read_ahead(key) {
@@ -375,7 +409,7 @@ impl<'a> Txn<'a> {
         let mut missing = Vec::new();
         for (i, k) in keys.iter().enumerate() {
             match self.staged_value(k) {
-                Some(v) => out.push(v.map(|v| v.to_vec())),
+                Some(v) => out.push(v.map(|v| v.contiguous().into_owned())),
                 None => {
                     out.push(None);
                     missing.push(i);
@@ -497,7 +531,7 @@ impl<'a> Txn<'a> {
                     pending = next_engine().transpose()?;
                 }
                 if let Some(v) = sv {
-                    if !visit(sk, v) {
+                    if !visit(sk, &v) {
                         break;
                     }
                 }
@@ -534,22 +568,20 @@ impl<'a> Txn<'a> {
     }
 
     /// The newest staged write of every staged key in `(lo, hi)`, sorted in direction `dir`.
-    fn staged_in(
-        &self,
-        lo: &Bound<Vec<u8>>,
-        hi: &Bound<Vec<u8>>,
-        dir: Dir,
-    ) -> Vec<(&[u8], Option<&[u8]>)> {
+    fn staged_in(&self, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, dir: Dir) -> Vec<StagedView<'_>> {
         if self.staged.is_empty() {
             return Vec::new();
         }
-        let mut newest: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
+        let mut newest: BTreeMap<&[u8], Option<&StagedValue>> = BTreeMap::new();
         for (k, v) in &self.staged {
             if in_bounds(k, lo, hi) {
-                newest.insert(k, v.as_deref());
+                newest.insert(k, v.as_ref());
             }
         }
-        let mut out: Vec<_> = newest.into_iter().collect();
+        let mut out: Vec<_> = newest
+            .into_iter()
+            .map(|(k, v)| (k, v.map(StagedValue::contiguous)))
+            .collect();
         if dir == Dir::Backward {
             out.reverse();
         }

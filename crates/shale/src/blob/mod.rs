@@ -1,7 +1,7 @@
 //! Blob files: the value log of key-value separation (DESIGN.md section 3). See
 //! `docs/format/blob.md`.
 //!
-//! Large values leave the LSM at flush: the value goes to a blob file and the SST keeps a
+//! Values leave the LSM at flush (very large ones already at write time, see `direct`): the value goes to a blob file and the SST keeps a
 //! [`BlobRef`], a stable handle (logical file, ordinal, length, offset hint). GC rewrites a blob
 //! file under the same logical id and records which original ordinals survive in a [`Bitmap`];
 //! the read path finds ordinal `o` of a rewritten file at index `rank(survivors, o)`, so GC never
@@ -16,6 +16,8 @@
 //! - `format`: the only module that knows byte offsets: header, records, offsets array, footer.
 //! - `writer`: [`BlobWriter`]; `reader`: [`BlobReader`] and [`BlobRecord`].
 //! - `blob_ref`: [`BlobRef`], the value stored in the LSM.
+//! - `direct`: large values written to blob files of their own by the write path, and the
+//!   [`DirectBlobs`] registry that holds them until a flush hands them to the version.
 //! - `bitmap`: [`Bitmap`], survivors and dead ordinals, with O(1) rank.
 //! - `gc`: [`GcTask`] and the [`GcEngine`] seam with its inline and worker backends;
 //!   `rate`: the workers' [`TokenBucket`].
@@ -30,6 +32,7 @@
 
 mod bitmap;
 mod blob_ref;
+mod direct;
 mod format;
 mod gc;
 mod rate;
@@ -40,6 +43,7 @@ mod writer;
 
 pub(crate) use bitmap::Bitmap;
 pub(crate) use blob_ref::BlobRef;
+pub(crate) use direct::{write_value, DirectBlobs};
 pub(crate) use format::record_len;
 pub(crate) use gc::{GcCompletion, GcEngine, GcTask, InlineGcEngine, OnComplete, WorkerGcEngine};
 pub(crate) use reader::BlobReader;

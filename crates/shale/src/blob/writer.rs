@@ -28,6 +28,11 @@ use std::path::PathBuf;
 /// larger ones are appended separately, saving the copy.
 const COPY_VALUE_MAX: usize = 4096;
 
+/// A value larger than this is appended this many bytes at a time, asking the file system after
+/// each piece to write it back (see [`crate::fs::WritableFile::start_writeback`]), so that a
+/// large value's dirty pages never queue up ahead of other files' fsyncs.
+pub(crate) const WRITEBACK_CHUNK: usize = 4 << 20;
+
 /// Where a record landed in the file being written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BlobPos {
@@ -119,8 +124,11 @@ impl BlobWriter {
         let result = if value.len() <= COPY_VALUE_MAX {
             scratch.extend_from_slice(value);
             self.append(&scratch)
-        } else {
+        } else if value.len() <= WRITEBACK_CHUNK {
             self.append(&scratch).and_then(|()| self.append(value))
+        } else {
+            self.append(&scratch)
+                .and_then(|()| self.append_paced(value))
         };
         if scratch.capacity() <= MAX_RECORD_PREFIX_LEN + 2 * COPY_VALUE_MAX {
             self.scratch = scratch;
@@ -232,6 +240,24 @@ impl BlobWriter {
         self.offsets.push(offset as u32);
         self.value_bytes += value_len;
         BlobPos { index, offset }
+    }
+
+    /// Appends a large `data` [`WRITEBACK_CHUNK`] bytes at a time, starting the write-back of
+    /// each piece.
+    fn append_paced(&mut self, data: &[u8]) -> Result<()> {
+        for piece in data.chunks(WRITEBACK_CHUNK) {
+            self.append(piece)?;
+            let path = &self.path;
+            if let Err(e) = self
+                .file
+                .start_writeback()
+                .ctx(|| format!("write blob file {}", path.display()))
+            {
+                self.err = Some(e.clone());
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     fn append(&mut self, data: &[u8]) -> Result<()> {

@@ -57,6 +57,8 @@ pub(crate) struct JobStats {
     pub entries_dropped: u64,
     pub bytes_written: u64,
     pub dropped_blobs: Vec<DroppedBlob>,
+    /// The logical blob files the outputs refer to.
+    pub referenced_blobs: std::collections::BTreeSet<u64>,
 }
 
 /// Decodes the `BlobRef` value of an entry, or says which entry is damaged.
@@ -194,7 +196,7 @@ fn write_all(
             });
             if full {
                 let done = current.take().expect("checked");
-                stats.bytes_written += finish(done, spec, outputs)?;
+                stats.bytes_written += finish(done, &mut stats, outputs)?;
                 overlap = 0;
             }
         }
@@ -250,14 +252,17 @@ fn write_all(
     }
     input.status()?;
     if let Some(done) = current.take() {
-        stats.bytes_written += finish(done, spec, outputs)?;
+        stats.bytes_written += finish(done, &mut stats, outputs)?;
     }
     Ok(stats)
 }
 
 /// Finishes an output file and records its metadata. Returns its size.
-fn finish(out: Output, _spec: &OutputSpec<'_>, outputs: &mut Vec<FileMeta>) -> Result<u64> {
+fn finish(out: Output, stats: &mut JobStats, outputs: &mut Vec<FileMeta>) -> Result<u64> {
     let info = out.builder.finish()?;
+    stats
+        .referenced_blobs
+        .extend(info.properties.blob_refs.iter().map(|&(file, _)| file));
     let size = info.file_size;
     outputs.push(file_meta(out.number, info));
     Ok(size)

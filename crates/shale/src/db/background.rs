@@ -308,7 +308,7 @@ pub(crate) fn write_level0(
             dropped_blobs: Vec::new(),
         });
     }
-    let mut input = mem.iter();
+    let mut input = mem.clone().iter();
     let mut retention = Retention::new(snapshots);
     let spec = OutputSpec {
         dir: &inner.dir,
@@ -344,11 +344,38 @@ pub(crate) fn write_level0(
         &inner.closed,
     )?;
     sync_dir(inner)?;
+    let mut blob_files = std::mem::take(&mut sink.finished);
+    let mut dropped_blobs = stats.dropped_blobs;
+    // Blob files the write path wrote for this memtable (`db::large_values`): those the table
+    // refers to join the version with it; the others (overwritten, or their write failed) were
+    // never in a version and go once the memtable does.
+    let direct = inner.blob_cache.direct().of_memtable(&mem);
+    if !direct.is_empty() {
+        dropped_blobs.retain(|d| {
+            direct
+                .binary_search_by_key(&d.logical, |(n, _)| *n)
+                .is_err()
+        });
+        for (number, d) in direct {
+            if stats.referenced_blobs.contains(&number) {
+                blob_files.push(BlobFileEdit {
+                    logical: number,
+                    physical: number,
+                    count: 1,
+                    file_size: d.file_size,
+                    record_bytes: d.record_bytes,
+                    garbage_bytes: 0,
+                    survivors: None,
+                    dead: crate::blob::Bitmap::new(1, false),
+                });
+            }
+        }
+    }
     Ok(Flushed {
         table: outputs.pop(),
         blob_bytes: sink.bytes_written,
-        blob_files: std::mem::take(&mut sink.finished),
-        dropped_blobs: stats.dropped_blobs,
+        blob_files,
+        dropped_blobs,
     })
 }
 
@@ -512,6 +539,7 @@ pub(crate) fn delete_obsolete_files(inner: &DbInner, state: &mut MutexGuard<'_, 
     };
     let mut live = state.versions.live_files();
     live.extend(state.pending_outputs.iter().copied());
+    live.extend(inner.blob_cache.direct().live());
     let log_number = state.versions.log_number();
     let manifest = state.versions.manifest_number();
     let doomed: Vec<(String, Option<u64>)> = names

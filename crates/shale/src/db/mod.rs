@@ -24,6 +24,7 @@
 mod background;
 mod gc;
 mod key_range;
+mod large_values;
 mod open;
 mod read;
 mod replicated;
@@ -38,6 +39,7 @@ pub use key_range::KeyRange;
 pub use replicated::Checkpoint;
 pub use snapshot::Snapshot;
 pub use stats::Stats;
+pub use write::PreparedWrite;
 
 use crate::batch::WriteBatch;
 use crate::blob_file_cache::BlobFileCache;
@@ -210,6 +212,28 @@ impl Db {
     /// `Io` when the WAL cannot be written (the database is then poisoned); `Closed` after close.
     pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
         write::write(&self.inner, batch, options.durability)
+            .map_err(|e| e.relative_to(&self.inner.dir))
+    }
+
+    /// The first half of [`Db::write`]: checks `batch` and writes each value of at least
+    /// [`Options::large_value_size`](crate::Options::large_value_size) bytes to a blob file of
+    /// its own (synced), which is the slow part of a write with large values, without waiting
+    /// for other writers or holding them up. [`Db::write_prepared`] then applies it. A caller
+    /// that orders its writes under a lock of its own prepares before taking it.
+    ///
+    /// # Errors
+    /// As [`Db::write`]; nothing is written when it fails.
+    pub fn prepare_write(&self, batch: WriteBatch) -> Result<PreparedWrite> {
+        write::prepare(&self.inner, batch).map_err(|e| e.relative_to(&self.inner.dir))
+    }
+
+    /// Applies a write made by [`Db::prepare_write`] of this database atomically, as
+    /// [`Db::write`] does.
+    ///
+    /// # Errors
+    /// As [`Db::write`]; `InvalidArgument` for a write prepared by another database.
+    pub fn write_prepared(&self, prepared: PreparedWrite, options: &WriteOptions) -> Result<()> {
+        write::write_prepared(&self.inner, prepared, options.durability)
             .map_err(|e| e.relative_to(&self.inner.dir))
     }
 

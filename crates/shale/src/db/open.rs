@@ -26,7 +26,7 @@ use crate::blob_file_cache::BlobFileCache;
 use crate::cache::{BlockCache, RowCache};
 use crate::error::{Error, ErrorKind, IoContext, Result};
 use crate::filename::{self, FileKind};
-use crate::key::{self, SeqNo};
+use crate::key::{self, SeqNo, ValueKind};
 use crate::memtable::{self, Memtable};
 use crate::options::GcEngineKind;
 use crate::options::Options;
@@ -361,6 +361,10 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<Recovered> {
             for entry in batch.iter() {
                 let (kind, key, value) =
                     entry.map_err(|e| Error::corruption(&path, offset, e.message()))?;
+                if kind == ValueKind::BlobRef {
+                    register_direct_blob(inner, &mem, key, value)
+                        .map_err(|e| Error::corruption(&path, offset, e))?;
+                }
                 mem.insert(key, seq, kind, value);
                 max_seq = max_seq.max(seq);
                 seq += 1;
@@ -397,6 +401,47 @@ fn replay_wals(inner: &DbInner, wals: &[u64]) -> Result<Recovered> {
         kept,
         max_seq,
     })
+}
+
+/// Registers the blob file that a replayed `BlobRef` names, if the write path wrote it (the
+/// version does not hold it), with the memtable it is replayed into (see `db::large_values`).
+/// Returns what is wrong when the reference is malformed or its file is missing or damaged.
+fn register_direct_blob(
+    inner: &DbInner,
+    mem: &Arc<dyn Memtable>,
+    key: &[u8],
+    value: &[u8],
+) -> std::result::Result<(), String> {
+    let r = crate::blob::BlobRef::decode(value)
+        .ok_or_else(|| "a record holds a malformed blob reference".to_owned())?;
+    if inner
+        .state
+        .lock()
+        .versions
+        .current()
+        .blobs
+        .contains_key(&r.file)
+    {
+        return Ok(());
+    }
+    let name = filename::blob_name(r.file);
+    let reader = inner
+        .blob_cache
+        .get(r.file)
+        .map_err(|e| format!("a record names blob file {name}, which cannot be read: {e}"))?;
+    if r.ordinal != 0 || reader.count() != 1 {
+        return Err(format!(
+            "a record names record {} of blob file {name}, which holds {} records",
+            r.ordinal,
+            reader.count()
+        ));
+    }
+    let record_bytes = crate::compaction::separation::record_size(key.len(), r.value_len.into());
+    inner
+        .blob_cache
+        .direct()
+        .register(r.file, reader.file_size(), record_bytes, mem);
+    Ok(())
 }
 
 /// Keeps the memtable replayed from WAL `number` (if it holds anything) as a sealed memtable;

@@ -10,6 +10,7 @@
 //! operating system) and, for `Durability::Sync`, fsynced. If the append or the fsync fails the
 //! database is poisoned and nothing of the group becomes visible.
 
+use super::large_values;
 use super::stall::Pressure;
 use super::{DbInner, Sealed, State};
 use crate::batch::{WriteBatch, BATCH_HEADER_LEN};
@@ -57,6 +58,8 @@ const QUEUED_POLL: Duration = Duration::from_micros(30);
 /// One pending write.
 struct Writer {
     batch: WriteBatch,
+    /// Its large values' blob files, until the leader registers them (`db::large_values`).
+    large: Mutex<Vec<large_values::Written>>,
     sync: bool,
     /// False for [`Durability::Unflushed`]: the WAL record may stay in the process's buffer.
     flush: bool,
@@ -114,6 +117,73 @@ impl WalState {
 
 /// Applies `batch` with the given durability (see the module documentation).
 pub(crate) fn write(inner: &Arc<DbInner>, batch: WriteBatch, durability: Durability) -> Result<()> {
+    let prepared = prepare(inner, batch)?;
+    write_prepared(inner, prepared, durability)
+}
+
+/// Checks `batch` and writes its large values to blob files of their own
+/// (`db::large_values`), without joining a write group.
+pub(crate) fn prepare(inner: &Arc<DbInner>, batch: WriteBatch) -> Result<PreparedWrite> {
+    check_writable(inner)?;
+    validate(inner, &batch)?;
+    let (batch, large, large_bytes) = if large_values::has_large_values(inner, &batch) {
+        large_values::separate(inner, batch)?
+    } else {
+        (batch, Vec::new(), 0)
+    };
+    Ok(PreparedWrite {
+        inner: inner.clone(),
+        batch,
+        extra: WriteBatch::new(),
+        large,
+        large_bytes,
+    })
+}
+
+/// Applies a prepared write (see [`prepare`]) with the given durability.
+pub(crate) fn write_prepared(
+    inner: &Arc<DbInner>,
+    mut prepared: PreparedWrite,
+    durability: Durability,
+) -> Result<()> {
+    if !Arc::ptr_eq(inner, &prepared.inner) {
+        return Err(Error::invalid_argument(
+            "a write prepared by one database cannot be applied to another",
+        ));
+    }
+    check_writable(inner)?;
+    validate(inner, &prepared.extra)?;
+    let mut batch = std::mem::take(&mut prepared.batch);
+    if !prepared.extra.is_empty() {
+        batch.append(&prepared.extra);
+    }
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let me = Arc::new(Writer {
+        batch,
+        large: Mutex::new(std::mem::take(&mut prepared.large)),
+        sync: durability == Durability::Sync,
+        flush: durability != Durability::Unflushed,
+        answered: AtomicBool::new(false),
+        slot: Mutex::new(Slot::Waiting),
+        cv: Condvar::new(),
+    });
+    let result = join_group(inner, &me);
+    // Files its leader did not register: the group failed before its WAL append.
+    large_values::discard(inner, std::mem::take(&mut *me.large.lock()));
+    if result.is_ok() && prepared.large_bytes > 0 {
+        inner
+            .counters
+            .user_bytes_written
+            .fetch_add(prepared.large_bytes, Ordering::Relaxed);
+    }
+    result
+}
+
+/// Fails when the database takes no writes now (closed, stopped, poisoned, or fed by an
+/// external log).
+fn check_writable(inner: &DbInner) -> Result<()> {
     inner.check_open()?;
     if let Some(e) = inner.write_blocker() {
         return Err(e);
@@ -123,18 +193,57 @@ pub(crate) fn write(inner: &Arc<DbInner>, batch: WriteBatch, durability: Durabil
             "this database has an external log: writes go through Db::apply_logged",
         ));
     }
-    validate(inner, &batch)?;
-    if batch.is_empty() {
-        return Ok(());
+    Ok(())
+}
+
+/// A write batch whose large values are already in blob files of their own, ready to be applied
+/// by [`Db::write_prepared`](crate::Db::write_prepared); made by
+/// [`Db::prepare_write`](crate::Db::prepare_write).
+///
+/// Preparing does the slow part of a write with large values (copying them to disk and syncing
+/// them) before the caller takes whatever lock orders its writes; small puts and deletes added
+/// afterwards ([`PreparedWrite::put`], [`PreparedWrite::delete`]) are applied in the same atomic
+/// batch. Dropped without being applied, it removes its blob files.
+pub struct PreparedWrite {
+    inner: Arc<DbInner>,
+    batch: WriteBatch,
+    extra: WriteBatch,
+    large: Vec<large_values::Written>,
+    large_bytes: u64,
+}
+
+impl PreparedWrite {
+    /// Adds a put of `key` -> `value`, applied with the prepared batch (through the WAL, whatever
+    /// its size).
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut PreparedWrite {
+        self.extra.put(key, value);
+        self
     }
-    let me = Arc::new(Writer {
-        batch,
-        sync: durability == Durability::Sync,
-        flush: durability != Durability::Unflushed,
-        answered: AtomicBool::new(false),
-        slot: Mutex::new(Slot::Waiting),
-        cv: Condvar::new(),
-    });
+
+    /// Adds a delete of `key`, applied with the prepared batch.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut PreparedWrite {
+        self.extra.delete(key);
+        self
+    }
+}
+
+impl Drop for PreparedWrite {
+    fn drop(&mut self) {
+        large_values::discard(&self.inner, std::mem::take(&mut self.large));
+    }
+}
+
+impl std::fmt::Debug for PreparedWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedWrite")
+            .field("entries", &(self.batch.len() + self.extra.len()))
+            .field("large_values", &self.large.len())
+            .finish()
+    }
+}
+
+/// Queues `me` and waits until a leader wrote it, or leads a group itself.
+fn join_group(inner: &Arc<DbInner>, me: &Arc<Writer>) -> Result<()> {
     {
         let mut queue = inner.writers.lock();
         queue.queue.push_back(me.clone());
@@ -142,7 +251,7 @@ pub(crate) fn write(inner: &Arc<DbInner>, batch: WriteBatch, durability: Durabil
             drop(queue);
             // A synced group waits for an fsync: no point polling for it.
             if !me.sync {
-                poll_for_answer(&me);
+                poll_for_answer(me);
             }
             let mut slot = me.slot.lock();
             loop {
@@ -185,7 +294,12 @@ pub(crate) fn validate(inner: &DbInner, batch: &WriteBatch) -> Result<()> {
     }
     let opts = &inner.options;
     for entry in batch.iter() {
-        let (_, key, value) = entry?;
+        let (kind, key, value) = entry?;
+        if kind == crate::key::ValueKind::BlobRef {
+            return Err(Error::invalid_argument(
+                "a write batch may hold only puts and deletes",
+            ));
+        }
         if key.len() > opts.max_key_size {
             return Err(Error::invalid_argument(format!(
                 "key of {} bytes exceeds max_key_size ({} bytes)",
@@ -259,6 +373,8 @@ fn write_group(inner: &Arc<DbInner>, group: &[Arc<Writer>]) -> Result<()> {
     wal.group.clear();
     for w in group {
         wal.group.append(&w.batch);
+        // From the append on, the WAL may name the files: they live as long as its memtable.
+        large_values::register(inner, std::mem::take(&mut *w.large.lock()), &wal.mem);
     }
     let sync = group.iter().any(|w| w.sync);
     let flush = group.iter().any(|w| w.flush);

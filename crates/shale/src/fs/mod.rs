@@ -50,6 +50,16 @@ pub trait WritableFile: Send {
     fn preallocate(&mut self, chunk: u64) {
         let _ = chunk;
     }
+    /// Hands buffered bytes to the operating system, waits until the device has taken the
+    /// bytes it was asked to write back at the previous call, and asks it to start writing back
+    /// everything handed over since, without waiting for that (Linux `sync_file_range`). A
+    /// writer of a large file calls it every few MiB: the file's dirty pages then never pile up
+    /// into one long write-back that delays every other file's fsync behind it, and the final
+    /// `sync` has little left to do. Durability still comes only from `sync`. A hint that a file
+    /// system may ignore (the default only flushes).
+    fn start_writeback(&mut self) -> io::Result<()> {
+        self.flush()
+    }
     /// True when nothing has been appended.
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -3,6 +3,7 @@
 use super::{FileLock, Fs, RandomAccessFile, SyncHandle, WritableFile};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -104,6 +105,25 @@ impl WritableFile for RealWritable {
 
     fn preallocate(&mut self, chunk: u64) {
         self.zero_chunk = chunk;
+    }
+
+    fn start_writeback(&mut self) -> io::Result<()> {
+        self.flush()?;
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE;
+        // SAFETY: a plain system call on the file's own open descriptor; offset 0 and length 0
+        // cover the whole file, and no memory is passed.
+        let rc = unsafe { libc::sync_file_range(self.file.as_raw_fd(), 0, 0, flags) };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            // Not every file system supports it; it is only a hint.
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::ENOSYS | libc::EINVAL | libc::ESPIPE)
+            ) {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 }
 
