@@ -7,6 +7,8 @@
 //! memory it has already touched. A fresh anonymous mapping, aligned to the huge page size and
 //! advised at once, gets huge pages wherever the kernel has them; where it does not, nothing
 //! changes but speed. Fresh mappings are zeroed, so [`HugeSlice::zeroed`] costs no writes.
+//! Elsewhere (and under Miri, which models no `madvise`) a region is a zeroed allocation with the
+//! same alignment.
 
 use std::marker::PhantomData;
 use std::ops::Deref;
@@ -53,7 +55,7 @@ impl Drop for Pages {
 
 /// Maps `len` bytes aligned to [`HUGE_PAGE`]: maps a huge page more than asked, trims the ends
 /// to the alignment, and advises the rest as huge pages before anything touches it.
-#[cfg(unix)]
+#[cfg(all(unix, not(miri)))]
 fn map_aligned(len: usize) -> Option<NonNull<u8>> {
     let len = len.next_multiple_of(4096);
     let over = len.checked_add(HUGE_PAGE)?;
@@ -90,7 +92,7 @@ fn map_aligned(len: usize) -> Option<NonNull<u8>> {
     NonNull::new(start as *mut u8)
 }
 
-#[cfg(unix)]
+#[cfg(all(unix, not(miri)))]
 fn unmap(ptr: NonNull<u8>, len: usize) {
     // SAFETY: `ptr .. ptr + len` (rounded up to whole pages, as mapped) is a mapping made by
     // `map_aligned` and released once, here.
@@ -102,14 +104,14 @@ fn unmap(ptr: NonNull<u8>, len: usize) {
     };
 }
 
-#[cfg(not(unix))]
+#[cfg(any(not(unix), miri))]
 fn map_aligned(len: usize) -> Option<NonNull<u8>> {
     let layout = std::alloc::Layout::from_size_align(len, HUGE_PAGE).ok()?;
     // SAFETY: the layout has a non-zero size (`Pages::zeroed` checks).
     NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
 }
 
-#[cfg(not(unix))]
+#[cfg(any(not(unix), miri))]
 fn unmap(ptr: NonNull<u8>, len: usize) {
     let layout = std::alloc::Layout::from_size_align(len, HUGE_PAGE).expect("region layout");
     // SAFETY: allocated by `map_aligned` with this layout, freed once, here.
@@ -154,6 +156,8 @@ impl<T> HugeSlice<T> {
     ///
     /// # Safety
     /// All-zero bytes are a valid `T` (as for `AtomicU64`).
+    // Loom's atomics are not valid zeroed: `sync::zeroed_u64_slab` builds them instead.
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) unsafe fn zeroed(len: usize) -> HugeSlice<T> {
         assert!(std::mem::align_of::<T>() <= HUGE_PAGE && std::mem::size_of::<T>() > 0);
         let bytes = len
@@ -209,6 +213,8 @@ impl<T> Slab<T> {
     ///
     /// # Safety
     /// All-zero bytes are a valid `T`.
+    // Loom's atomics are not valid zeroed: `sync::zeroed_u64_slab` builds them instead.
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) unsafe fn zeroed(len: usize) -> Slab<T> {
         if len.saturating_mul(std::mem::size_of::<T>()) >= HUGE_PAGE {
             // SAFETY: the caller's contract.

@@ -16,6 +16,7 @@ mod flodb;
 mod huge;
 mod point_index;
 mod skiplist;
+mod sync;
 #[cfg(test)]
 mod test_support;
 

@@ -25,11 +25,21 @@
 //! lookups fall back to the skiplist search.
 
 use super::huge::Slab;
+use super::sync::{AtomicBool, AtomicPtr, AtomicU64};
 use crate::key::SeqNo;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Fewest slots in a new index: 1024 (8 KiB); the table doubles as the memtable grows.
+#[cfg(not(loom))]
 const INITIAL_SLOTS: usize = 1024;
+/// Under loom every slot is an object of the model, and a few entries should make it grow.
+#[cfg(loom)]
+const INITIAL_SLOTS: usize = 8;
+
+// A table grows only after the insert that takes it past `MAX_LOAD`: that insert must still
+// leave an empty slot, or a probe for an absent key in it would never end (true from 8 slots on;
+// a loom model with 4 found exactly that).
+const _: () = assert!(INITIAL_SLOTS * MAX_LOAD.0 / MAX_LOAD.1 + 1 < INITIAL_SLOTS);
 
 /// Bytes of a new index made for few entries.
 #[cfg(test)]
@@ -66,8 +76,7 @@ impl Table {
     /// every one. Its zeroed pages are touched only as slots fill.
     fn new(len: usize) -> Box<Table> {
         debug_assert!(len.is_power_of_two());
-        // SAFETY: all-zero bytes are a valid `AtomicU64` (0, an empty slot).
-        let slots = unsafe { Slab::zeroed(len) };
+        let slots = super::sync::zeroed_u64_slab(len);
         Box::new(Table { slots })
     }
 
@@ -178,7 +187,7 @@ impl PointIndex {
                 return Lookup::Absent;
             }
             if v >> POINTER_BITS == tag {
-                let node = (v & POINTER_MASK) as usize as *mut N;
+                let node = std::ptr::with_exposed_provenance_mut::<N>((v & POINTER_MASK) as usize);
                 // SAFETY: caller's contract; the Acquire load saw the slot's Release store, made
                 // after the node was complete.
                 if unsafe { N::user_key(node) } == user_key {
@@ -205,7 +214,9 @@ impl PointIndex {
         let table = self.table();
         let v = table.slots[h as usize & table.mask()].load(Ordering::Relaxed);
         if v != 0 && v >> POINTER_BITS == tag_of(h) {
-            super::prefetch((v & POINTER_MASK) as usize as *const u8);
+            super::prefetch(std::ptr::with_exposed_provenance::<u8>(
+                (v & POINTER_MASK) as usize,
+            ));
         }
     }
 
@@ -221,7 +232,7 @@ impl PointIndex {
         h: u64,
         node: *mut N,
     ) {
-        let address = node as usize as u64;
+        let address = node.expose_provenance() as u64;
         if address >> POINTER_BITS != 0 {
             self.usable.store(false, Ordering::Relaxed);
         }
@@ -243,7 +254,7 @@ impl PointIndex {
                 break;
             }
             if v >> POINTER_BITS == tag_of(h) {
-                let other = (v & POINTER_MASK) as usize as *mut N;
+                let other = std::ptr::with_exposed_provenance_mut::<N>((v & POINTER_MASK) as usize);
                 // SAFETY: caller's contract: every indexed node is alive and published.
                 if unsafe { N::user_key(other) } == user_key {
                     // SAFETY: as above.
@@ -275,7 +286,7 @@ impl PointIndex {
             if v == 0 {
                 continue;
             }
-            let node = (v & POINTER_MASK) as usize as *mut N;
+            let node = std::ptr::with_exposed_provenance_mut::<N>((v & POINTER_MASK) as usize);
             // SAFETY: caller's contract.
             let mut i = hash(unsafe { N::user_key(node) }) as usize & mask;
             while bigger.slots[i].load(Ordering::Relaxed) != 0 {
@@ -293,8 +304,11 @@ impl PointIndex {
 
 impl Drop for PointIndex {
     fn drop(&mut self) {
+        // Relaxed: `&mut self` orders this after every other access (and loom's atomics have no
+        // `get_mut`).
+        let current = self.current.load(Ordering::Relaxed);
         // SAFETY: `current` came from `Box::into_raw` and is freed once, here; no reader can hold
         // it (we have `&mut self`).
-        drop(unsafe { Box::from_raw(*self.current.get_mut()) });
+        drop(unsafe { Box::from_raw(current) });
     }
 }

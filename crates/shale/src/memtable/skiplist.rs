@@ -47,15 +47,15 @@
 use super::arena::Arena;
 use super::point_index::{self, IndexWriter, IndexedNode, Lookup, PointIndex};
 use super::prefetch;
+use super::sync::{AtomicPtr, AtomicUsize, Mutex};
 use super::{Memtable, MemtableGet};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind, KIND_FOR_SEEK, TRAILER_LEN};
-use parking_lot::Mutex;
 use std::cmp::Ordering;
 use std::mem::size_of;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::Arc;
 
 /// The tallest tower a node may have. With [`BRANCHING`] 4, twelve levels index about 4^12 = 16M
@@ -149,7 +149,8 @@ thread_local! {
     static SHARD_OF_THREAD: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
 }
 
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+/// Round-robin over the build shards; only spreads threads, so not one of the modeled atomics.
+static NEXT_SHARD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// A complete node that is in no list yet: built by [`SkipListMemtable::build`], linked (once) by
 /// [`SkipListMemtable::link_sorted`]. Its key and value may be read from the moment it is built;
@@ -281,7 +282,7 @@ unsafe fn chain_into(group: *mut Node, node: *mut Node) {
         (*node).versions.store(older, AtomicOrdering::Relaxed);
         ptr::write(
             slot(node, 0) as *mut AtomicPtr<Node>,
-            AtomicPtr::new((group as usize | CHAINED) as *mut Node),
+            AtomicPtr::new(group.map_addr(|a| a | CHAINED)),
         );
         // Release: the node is complete before a reader can reach it.
         (*link).store(node, AtomicOrdering::Release);
@@ -297,8 +298,8 @@ unsafe fn chained_to(node: *const Node) -> Option<*mut Node> {
     // SAFETY: caller's contract: every published node has a level-0 slot. Relaxed: a chain
     // version's slot is written before the node is published and never again, and a list node's
     // slot only ever holds untagged pointers, whatever the load sees.
-    let v = unsafe { (*slot(node, 0)).load(AtomicOrdering::Relaxed) } as usize;
-    (v & CHAINED != 0).then_some((v & !CHAINED) as *mut Node)
+    let v = unsafe { (*slot(node, 0)).load(AtomicOrdering::Relaxed) };
+    (v.addr() & CHAINED != 0).then_some(v.map_addr(|a| a & !CHAINED))
 }
 
 /// The `versions` pointer of `node`, loaded with Acquire so the version it returns is fully
@@ -666,7 +667,10 @@ impl SkipListMemtable {
         // height until `link_sorted` replaces it with a pointer; no list reaches the node before.
         unsafe {
             let node = write_node(block, height, user_key, &trailer, value);
-            ptr::write(slot(node, 0) as *mut usize, height);
+            ptr::write(
+                slot(node, 0) as *mut AtomicPtr<Node>,
+                AtomicPtr::new(ptr::without_provenance_mut(height)),
+            );
             Unlinked(NonNull::new_unchecked(node))
         }
     }
@@ -722,8 +726,12 @@ impl SkipListMemtable {
             let node = unlinked.as_ptr();
             // SAFETY: caller's contract: a complete node of ours, not yet linked, so its level-0
             // slot still holds its height.
-            let (ikey, height) =
-                unsafe { (node_key(node), ptr::read(slot(node, 0) as *const usize)) };
+            let (ikey, height) = unsafe {
+                (
+                    node_key(node),
+                    (*slot(node, 0)).load(AtomicOrdering::Relaxed).addr(),
+                )
+            };
             debug_assert!(
                 i == 0 || {
                     // SAFETY: the previous node of the batch is, like this one, a complete
