@@ -216,3 +216,76 @@ fn garbage_current_is_corruption() {
     assert_eq!(err.kind(), ErrorKind::Corruption);
     assert!(err.to_string().contains("CURRENT"), "{err}");
 }
+
+/// Asserts that `err` names `file` relative to the data directory `dir`: by its name, and
+/// without the directory's path (regression test for issue 18, defect 6).
+fn assert_names_relative(err: &shale::Error, file: &Path, dir: &str) {
+    let name = file.file_name().unwrap().to_string_lossy();
+    let text = err.to_string();
+    assert!(
+        text.contains(name.as_ref()),
+        "error does not name {name}: {text}"
+    );
+    assert!(
+        !text.contains(dir),
+        "error names the data directory's path: {text}"
+    );
+}
+
+/// Errors outside the write path (a damaged table met by a read and by a scan, a damaged blob
+/// file, a damaged MANIFEST at open) name files relative to the data directory.
+#[test]
+fn regression_issue_18_read_and_open_errors_name_files_relative_to_the_data_directory() {
+    const NESTED: &str = "/srv/some/where/db";
+    let fs = MemFs::new();
+    let opts = Options {
+        min_blob_size: 64,
+        block_cache_size: 0,
+        ..options(&fs)
+    };
+    let db = Db::open(NESTED, opts.clone()).unwrap();
+    db.put("small", "v").unwrap();
+    db.put("large", "b".repeat(500)).unwrap();
+    db.flush().unwrap();
+    db.close().unwrap();
+
+    let table = files_ending(&fs, ".sst").pop().expect("a table");
+    let table_len = fs.read_file(&table).unwrap().len() as u64;
+    for offset in 0..table_len / 4 {
+        fs.corrupt_byte(&table, offset, 0x5a).unwrap();
+    }
+    let db = Db::open(NESTED, opts.clone()).unwrap();
+    let e = db.get("small").unwrap_err();
+    assert_names_relative(&e, &table, NESTED);
+    let e = db.iter().find_map(Result::err).expect("the scan fails");
+    assert_names_relative(&e, &table, NESTED);
+    let snap = db.snapshot();
+    let e = snap.multi_get(&["small"]).pop().unwrap().unwrap_err();
+    assert_names_relative(&e, &table, NESTED);
+    drop(snap);
+    db.close().unwrap();
+    for offset in 0..table_len / 4 {
+        fs.corrupt_byte(&table, offset, 0x5a).unwrap();
+    }
+
+    let blob = files_ending(&fs, ".blob").pop().expect("a blob file");
+    let blob_len = fs.read_file(&blob).unwrap().len() as u64;
+    for offset in 20..blob_len - 40 {
+        fs.corrupt_byte(&blob, offset, 0x5a).unwrap();
+    }
+    let db = Db::open(NESTED, opts.clone()).unwrap();
+    assert_eq!(db.get("small").unwrap().as_deref(), Some(&b"v"[..]));
+    let e = db.get("large").unwrap_err();
+    assert_names_relative(&e, &blob, NESTED);
+    let e = db.iter().find_map(Result::err).expect("the scan fails");
+    assert_names_relative(&e, &blob, NESTED);
+    db.close().unwrap();
+
+    let manifest = manifest(&fs);
+    let len = fs.read_file(&manifest).unwrap().len() as u64;
+    for offset in 0..len {
+        fs.corrupt_byte(&manifest, offset, 0x5a).unwrap();
+    }
+    let e = Db::open(NESTED, opts).unwrap_err();
+    assert_names_relative(&e, &manifest, NESTED);
+}

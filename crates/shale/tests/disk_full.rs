@@ -254,3 +254,178 @@ fn regression_issue_18_a_full_disk_error_says_what_failed_relative_to_the_data_d
         "a failed write is no failed sync: {text}"
     );
 }
+
+/// Writes `n` keys from `*next` on (synced), remembering them.
+fn write_some(db: &Db, next: &mut u64, n: u64, acked: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
+    for _ in 0..n {
+        let key = format!("key{:08}", *next).into_bytes();
+        let mut batch = WriteBatch::new();
+        batch.put(&key, value(*next));
+        db.write(batch, &sync()).unwrap();
+        acked.insert(key, value(*next));
+        *next += 1;
+    }
+}
+
+/// A MANIFEST write that fails for lack of space (on an append to the MANIFEST, or while rolling
+/// to a new one: its creation, its write, CURRENT's temporary file) stops writes; they resume
+/// by themselves, nothing acknowledged is lost, and the database reopens from whichever MANIFEST
+/// CURRENT names.
+#[test]
+fn regression_issue_18_a_manifest_write_without_space_stops_writes_and_resumes() {
+    let cases: [(&str, shale::fs::FaultOp, &str, u64); 4] = [
+        ("append", shale::fs::FaultOp::Append, "MANIFEST", 1 << 30),
+        ("roll: create", shale::fs::FaultOp::Create, "MANIFEST", 1),
+        ("roll: write", shale::fs::FaultOp::Append, "MANIFEST", 1),
+        ("roll: CURRENT", shale::fs::FaultOp::Append, "dbtmp", 1),
+    ];
+    for (what, op, path, max_manifest_size) in cases {
+        let fs = FaultFs::new(MemFs::new());
+        // A tiny `max_manifest_size` rolls the MANIFEST at every edit.
+        let opts = Options {
+            max_manifest_size,
+            ..options(&fs)
+        };
+        let db = Db::open(DIR, opts.clone()).unwrap();
+        let (mut next, mut acked) = (0, BTreeMap::new());
+        write_some(&db, &mut next, 50, &mut acked);
+        let id = fs.inject(
+            shale::fs::Fault::new(op)
+                .path_contains(path)
+                .error(io::ErrorKind::StorageFull)
+                .once(),
+        );
+        // Enough to fill several memtables: their flushes write the MANIFEST.
+        let mut failed = None;
+        for _ in 0..2000 {
+            let key = format!("key{next:08}").into_bytes();
+            let mut batch = WriteBatch::new();
+            batch.put(&key, value(next));
+            match db.write(batch, &sync()) {
+                Ok(()) => {
+                    acked.insert(key, value(next));
+                    next += 1;
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            if fs.fired(id) > 0 && failed.is_none() && next % 100 == 0 {
+                // The failed flush stopped writes, or a retry already resumed them.
+                break;
+            }
+        }
+        assert_eq!(fs.fired(id), 1, "{what}: the fault never fired");
+        if let Some(e) = &failed {
+            assert_no_space(e);
+        }
+        db.flush().unwrap_or_else(|e| {
+            assert_ne!(e.kind(), ErrorKind::Poisoned, "{what}: poisoned: {e}");
+        });
+        wait_for_resume(&db);
+        write_some(&db, &mut next, 300, &mut acked);
+        db.flush().unwrap();
+        verify(&db, &acked);
+        db.close().unwrap();
+        let db = Db::open(DIR, opts).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+        verify(&db, &acked);
+        let probe = db.get("probe").unwrap();
+        assert!(probe.is_some(), "{what}: the write after resuming is lost");
+    }
+}
+
+/// A manual compaction that runs out of space fails with the no-space error and stops writes
+/// until space returns, as a background one does; it does not poison the database.
+#[test]
+fn regression_issue_18_compact_range_without_space_stops_instead_of_poisoning() {
+    let fs = FaultFs::new(MemFs::new());
+    let opts = Options {
+        // Only the manual compaction compacts.
+        level0_compaction_trigger: 1000,
+        level0_slowdown_trigger: 1000,
+        level0_stop_trigger: 1000,
+        ..options(&fs)
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    let (mut next, mut acked) = (0, BTreeMap::new());
+    for _ in 0..4 {
+        write_some(&db, &mut next, 100, &mut acked);
+        db.flush().unwrap();
+    }
+    let id = fs.inject(
+        shale::fs::Fault::new(shale::fs::FaultOp::Append)
+            .path_contains(".sst")
+            .error(io::ErrorKind::StorageFull)
+            .once(),
+    );
+    let e = db.compact_range(..).unwrap_err();
+    assert_eq!(fs.fired(id), 1);
+    assert_no_space(&e);
+    wait_for_resume(&db);
+    db.compact_range(..).unwrap();
+    write_some(&db, &mut next, 10, &mut acked);
+    verify(&db, &acked);
+}
+
+/// `Db::collect_garbage` whose MANIFEST write runs out of space fails with the no-space error and
+/// stops writes until space returns; it does not poison the database. Background GC races the
+/// call for the garbage (and may meet the fault itself, which must not poison either): the fault
+/// stays while the call runs, so a file that background GC failed to install is picked again by
+/// the call, and the test makes new garbage until the call has met the fault.
+#[test]
+fn regression_issue_18_collect_garbage_without_space_stops_instead_of_poisoning() {
+    let fs = FaultFs::new(MemFs::new());
+    let opts = Options {
+        min_blob_size: 64,
+        blob_file_size: 4096,
+        gc_threshold: 0.3,
+        gc_engine: shale::GcEngineKind::Inline,
+        background_threads: 1,
+        ..options(&fs)
+    };
+    let db = Db::open(DIR, opts).unwrap();
+    let mut acked = BTreeMap::new();
+    let mut call_failed = false;
+    for round in 0..40u64 {
+        // Keys of its own, written twice with every other one overwritten: the round's blob
+        // files keep live records beside their garbage, so GC rewrites them.
+        for generation in 0..2u64 {
+            for i in (0..200u64).filter(|i| generation == 0 || i % 2 == 0) {
+                let key = format!("key{round:04}-{i:08}").into_bytes();
+                let v = format!("{generation}-{i}-").repeat(30).into_bytes();
+                let mut batch = WriteBatch::new();
+                batch.put(&key, &v);
+                db.write(batch, &sync()).unwrap();
+                acked.insert(key, v);
+            }
+            db.flush().unwrap();
+        }
+        db.compact_range(..).unwrap();
+        let id = fs.inject(
+            shale::fs::Fault::new(shale::fs::FaultOp::Append)
+                .path_contains("MANIFEST")
+                .error(io::ErrorKind::StorageFull)
+                .always(),
+        );
+        let result = db.collect_garbage();
+        let fired = fs.fired(id);
+        fs.remove_fault(id);
+        if let Err(e) = &result {
+            assert!(fired > 0, "{e}");
+            assert_no_space(e);
+            call_failed = true;
+        }
+        if fired > 0 {
+            // The call or background GC met the fault: writes resume by themselves.
+            wait_for_resume(&db);
+        }
+        if call_failed {
+            break;
+        }
+    }
+    assert!(call_failed, "collect_garbage never met the fault");
+    db.collect_garbage().unwrap();
+    verify(&db, &acked);
+    db.close().unwrap();
+}

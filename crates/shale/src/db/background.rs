@@ -14,7 +14,7 @@ use crate::compaction::job::{self, DroppedBlob, OutputSpec};
 use crate::compaction::picker::{self, CompactionTask, PickerState};
 use crate::compaction::retention::Retention;
 use crate::compaction::separation::BlobSink;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::filename::{self, FileKind};
 use crate::iter::{InternalIterator, LevelFile, LevelIterator, MergingIterator};
 use crate::key::SeqNo;
@@ -142,14 +142,7 @@ pub(crate) fn settled(inner: &DbInner, state: &State) -> bool {
 
 fn finish_job(inner: &DbInner, result: Result<()>) {
     if let Err(e) = result {
-        if e.kind() == ErrorKind::Closed && inner.closed.load(Ordering::Acquire) {
-            // Stopped by close.
-        } else if super::resume::is_no_space(&e) {
-            // Out of space: writes stop until a retry succeeds; nothing durable was lost.
-            inner.stop_writes(e);
-        } else {
-            inner.set_poison(e);
-        }
+        inner.job_failed(e);
     }
     inner.bg_cv.notify_all();
 }
@@ -210,11 +203,26 @@ fn flush_oldest(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<()
     // The MANIFEST's last sequence number is the last one in flushed data, not the last one
     // handed out: recovery expects the first WAL it replays to start right after it, and so
     // notices when that WAL was lost at a power loss while a newer one survived.
-    let flushed_through = sealed_last_seq.max(state.versions.last_seq());
-    state.versions.set_last_seq(flushed_through);
-    // On a MANIFEST failure the edit may or may not be on disk: the output stays (and stays
-    // protected as pending) so that whichever MANIFEST recovery finds is complete.
-    state.versions.log_and_apply(edit)?;
+    let last_seq_before = state.versions.last_seq();
+    state
+        .versions
+        .set_last_seq(sealed_last_seq.max(last_seq_before));
+    if let Err(e) = state.versions.log_and_apply(edit) {
+        // After a fatal MANIFEST failure the edit may or may not be on disk: the output stays
+        // (and stays protected as pending) so that whichever MANIFEST recovery finds is
+        // complete. Otherwise (no space) the edit is surely not there: the output goes, and the
+        // memtable stays sealed for the next try.
+        if !e.is_fatal() {
+            state.versions.reset_last_seq(last_seq_before);
+            state.pending_outputs.remove(&number);
+            let _ = inner.fs.remove_file(&filename::table(&inner.dir, number));
+            for n in &blob_numbers {
+                state.pending_outputs.remove(n);
+                let _ = inner.fs.remove_file(&filename::blob(&inner.dir, *n));
+            }
+        }
+        return Err(e);
+    }
     state.pending_outputs.remove(&number);
     for n in &blob_numbers {
         state.pending_outputs.remove(n);
@@ -432,10 +440,19 @@ fn run_compaction(
             return Err(e);
         }
     };
-    // On a MANIFEST failure the outputs stay protected as pending: the edit may be on disk.
+    // After a fatal MANIFEST failure the outputs stay protected as pending: the edit may be on
+    // disk. After a lack of space it is not, and they go.
     let mut edit = picker::result_edit(&task, outputs);
     add_dead_blobs(&mut edit, &state.versions.current(), &dropped);
-    state.versions.log_and_apply(edit)?;
+    if let Err(e) = state.versions.log_and_apply(edit) {
+        if !e.is_fatal() {
+            for n in &allocated {
+                state.pending_outputs.remove(n);
+                let _ = inner.fs.remove_file(&filename::table(&inner.dir, *n));
+            }
+        }
+        return Err(e);
+    }
     for n in &allocated {
         state.pending_outputs.remove(n);
     }
@@ -646,10 +663,7 @@ pub(crate) fn compact_range(inner: &DbInner, lo: Option<&[u8]>, hi: Option<&[u8]
         inner.bg_cv.notify_all();
         drop(state);
         if let Err(e) = result {
-            if e.kind() != ErrorKind::Closed {
-                inner.set_poison(e.clone());
-            }
-            return Err(e);
+            return Err(inner.job_failed(e));
         }
     }
     Ok(())

@@ -132,9 +132,19 @@ pub(crate) fn run(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<
 
 fn run_locked(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<bool> {
     let mut did = false;
+    let mut failed = None;
     for c in inner.gc_engine.completions() {
-        install(inner, state, c)?;
         did = true;
+        if failed.is_some() {
+            // After a failed install, the other finished tasks are dropped (their files stay
+            // as they are, and are picked again), so none is left in flight.
+            abandon(inner, state, c);
+        } else if let Err(e) = install(inner, state, c) {
+            failed = Some(e);
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
     }
     if inner.closed.load(Ordering::Acquire) {
         return Ok(did);
@@ -193,6 +203,19 @@ fn run_locked(inner: &DbInner, state: &mut MutexGuard<'_, State>) -> Result<bool
         }
     }
     Ok(did)
+}
+
+/// Drops a finished task without installing it: its output is removed.
+fn abandon(inner: &DbInner, state: &mut MutexGuard<'_, State>, c: GcCompletion) {
+    let Some(f) = state.gc.in_flight.remove(&c.task_id) else {
+        return;
+    };
+    state.gc.busy.remove(&f.logical);
+    state.pending_outputs.remove(&f.output_number);
+    let path = filename::blob(&inner.dir, f.output_number);
+    MutexGuard::unlocked(state, || {
+        let _ = inner.fs.remove_file(&path);
+    });
 }
 
 /// Installs one finished task: the logical file now lives in the task's output.
@@ -255,7 +278,14 @@ fn install(inner: &DbInner, state: &mut MutexGuard<'_, State>, c: GcCompletion) 
         survivors: Some(f.keep),
         ..meta.to_edit()
     });
-    state.versions.log_and_apply(edit)?;
+    if let Err(e) = state.versions.log_and_apply(edit) {
+        // Without space the edit is surely not on disk: the output goes. After a fatal failure
+        // it stays, protected as pending.
+        if !e.is_fatal() {
+            discard(state);
+        }
+        return Err(e);
+    }
     state.pending_outputs.remove(&f.output_number);
     inner.install_super_version(state);
     let c = &inner.counters;
@@ -325,7 +355,16 @@ fn titan_collect(
         survivors: None,
         dead: Bitmap::new(u64::from(count), false),
     });
-    state.versions.log_and_apply(edit)?;
+    if let Err(e) = state.versions.log_and_apply(edit) {
+        if !e.is_fatal() {
+            state.gc.retired.remove(&logical);
+            state.pending_outputs.remove(&new_logical);
+            let _ = inner
+                .fs
+                .remove_file(&filename::blob(&inner.dir, new_logical));
+        }
+        return Err(e);
+    }
     state.pending_outputs.remove(&new_logical);
     inner.install_super_version(state);
 

@@ -172,8 +172,9 @@ impl Db {
     /// or a missing database with `create_if_missing = false`; `Corruption` naming the file and
     /// offset when recovery meets damaged bytes; `Io` when the file system fails.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let inner = Arc::new(open::open(path.as_ref(), options, false)?);
-        let threads = background::start(&inner)?;
+        let path = path.as_ref();
+        let inner = Arc::new(open::open(path, options, false).map_err(|e| e.relative_to(path))?);
+        let threads = background::start(&inner).map_err(|e| e.relative_to(path))?;
         Ok(Db {
             inner,
             threads: Mutex::new(threads),
@@ -264,7 +265,7 @@ impl Db {
     /// The value of `key`, or `Ok(None)` when absent.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.inner.check_open()?;
-        read::get(&self.inner, key.as_ref(), None)
+        read::get(&self.inner, key.as_ref(), None).map_err(|e| e.relative_to(&self.inner.dir))
     }
 
     /// The values of `keys`, as [`Db::get`] gives each, read at one sequence number (like
@@ -275,7 +276,11 @@ impl Db {
             return keys.iter().map(|_| Err(e.clone())).collect();
         }
         let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        let dir = &self.inner.dir;
         read::multi_get(&self.inner, &keys, None)
+            .into_iter()
+            .map(|r| r.map_err(|e| e.relative_to(dir)))
+            .collect()
     }
 
     /// Entries with keys in `range`, in key order; double-ended. Any [`KeyRange`]: the full
@@ -364,11 +369,14 @@ impl Db {
     /// ```
     ///
     /// # Errors
-    /// The error of a failed flush or compaction, `Poisoned`, `Closed`.
+    /// The error of a failed flush or compaction, `Poisoned`, `Closed`. A compaction that fails
+    /// for lack of space (`Io` with [`Error::io_kind`] `StorageFull`) stops writes until space
+    /// returns, as a background one does; any other failure poisons the database.
     pub fn compact_range(&self, range: impl KeyRange) -> Result<()> {
         let (lo, hi) = key_range::owned_bounds(&range);
-        background::flush_all(&self.inner)?;
-        background::compact_range(&self.inner, bound_key(&lo), bound_key(&hi))
+        background::flush_all(&self.inner)
+            .and_then(|()| background::compact_range(&self.inner, bound_key(&lo), bound_key(&hi)))
+            .map_err(|e| e.relative_to(&self.inner.dir))
     }
 
     /// Collects blob garbage now: every blob file the GC policy picks ([`Options::gc_threshold`],
@@ -377,7 +385,9 @@ impl Db {
     /// and tests.
     ///
     /// # Errors
-    /// The error of a failed MANIFEST write (the database is then poisoned), `Poisoned`, `Closed`.
+    /// The error of a failed MANIFEST write: for lack of space (`Io` with [`Error::io_kind`]
+    /// `StorageFull`) writes stop until space returns, otherwise the database is poisoned.
+    /// `Poisoned`, `Closed`.
     ///
     /// [`Options::gc_threshold`]: crate::Options::gc_threshold
     /// [`Options::gc_space_amp_target`]: crate::Options::gc_space_amp_target
@@ -391,7 +401,7 @@ impl Db {
             }
             let did = match gc::run(inner, &mut state) {
                 Ok(did) => did,
-                Err(e) => return Err(inner.set_poison(e)),
+                Err(e) => return Err(inner.job_failed(e)),
             };
             if !did && !gc::active(&state) {
                 return Ok(());

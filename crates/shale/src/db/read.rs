@@ -429,6 +429,8 @@ pub(crate) fn iterator(
     let (range_lo, range_hi) = (user_bound(&lo), user_bound(&hi));
     let (source_lo, source_hi) = (lo.clone(), hi.clone());
     let source_skips = skips.clone();
+    let dir: Arc<std::path::Path> = Arc::from(inner.dir.as_path());
+    let source_dir = dir.clone();
     let make_source = move || -> Box<dyn InternalIterator> {
         if let Some(e) = &closed {
             return Box::new(ErrorIter(e.clone()));
@@ -491,12 +493,18 @@ pub(crate) fn iterator(
             };
             children.push(Box::new(LevelIterator::new(files, open)));
         }
-        Box::new(MergingIterator::new(children))
+        Box::new(RelativeErrors {
+            inner: Box::new(MergingIterator::new(children)),
+            dir: source_dir.clone(),
+        })
     };
     let blob_cache = inner.blob_cache.clone();
     let blobs = sv.version.blobs.clone();
-    let resolve: BlobResolver =
-        Arc::new(move |user_key, value| blob_cache.read(&blobs, user_key, value));
+    let resolve: BlobResolver = Arc::new(move |user_key, value| {
+        blob_cache
+            .read(&blobs, user_key, value)
+            .map_err(|e| e.relative_to(&dir))
+    });
     let it = DbIterator::new(
         Box::new(make_source),
         seq,
@@ -508,6 +516,45 @@ pub(crate) fn iterator(
     match skips {
         Some(log) => it.with_skip_log(log),
         None => it,
+    }
+}
+
+/// An iterator whose errors name files relative to the data directory `dir`.
+struct RelativeErrors {
+    inner: Box<dyn InternalIterator>,
+    dir: Arc<std::path::Path>,
+}
+
+impl InternalIterator for RelativeErrors {
+    fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+    fn seek_to_first(&mut self) {
+        self.inner.seek_to_first()
+    }
+    fn seek_to_last(&mut self) {
+        self.inner.seek_to_last()
+    }
+    fn seek(&mut self, target: &[u8]) {
+        self.inner.seek(target)
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        self.inner.seek_for_prev(target)
+    }
+    fn next(&mut self) {
+        self.inner.next()
+    }
+    fn prev(&mut self) {
+        self.inner.prev()
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+    fn status(&self) -> Result<()> {
+        self.inner.status().map_err(|e| e.relative_to(&self.dir))
     }
 }
 

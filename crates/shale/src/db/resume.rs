@@ -6,8 +6,9 @@
 //! - a WAL append or flush that fails with no space (`ENOSPC`, `EDQUOT`): the WAL writer is broken
 //!   (its file may end in part of a record, a torn tail that recovery cuts) and takes no more
 //!   records;
-//! - a flush, compaction or GC job that fails with no space: its partial outputs are removed, and
-//!   the memtables and files it read are untouched.
+//! - a flush, compaction or GC job that fails with no space, in the background or asked for
+//!   (`Db::compact_range`, `Db::collect_garbage`), its MANIFEST write included: its partial
+//!   outputs are removed, and the memtables and files it read are untouched.
 //!
 //! While writes are stopped every write fails at once with an `Io` error whose
 //! [`io_kind`](crate::Error::io_kind) is `StorageFull`; reads keep working. A background worker
@@ -18,8 +19,9 @@
 //! SSTs of the memtables it flushes.
 //!
 //! What still poisons: a failed fsync of a WAL or the MANIFEST (the page cache may have dropped
-//! the dirty pages), a failed MANIFEST write (the in-memory version may be ahead of the disk), and
-//! every failure that is not a lack of space.
+//! the dirty pages), a failure to make CURRENT durable after pointing it at a new MANIFEST, and
+//! every failure that is not a lack of space. A MANIFEST append that fails for space leaves the
+//! edit uninstalled and the next edit rolls to a new MANIFEST (`VersionSet::log_and_apply`).
 
 use super::{background, write, DbInner};
 use crate::error::{Error, ErrorKind, Result};
@@ -55,6 +57,20 @@ impl DbInner {
         drop(slot);
         self.bg_cv.notify_all();
         stopped
+    }
+
+    /// Handles the failure `err` of a flush, compaction or GC, run in the background or asked
+    /// for ([`Db::compact_range`](crate::Db::compact_range),
+    /// [`Db::collect_garbage`](crate::Db::collect_garbage)): a lack of space stops writes, a
+    /// close passes, anything else poisons. Returns the error to report.
+    pub(crate) fn job_failed(&self, err: Error) -> Error {
+        if err.kind() == ErrorKind::Closed && self.closed.load(Ordering::Acquire) {
+            err
+        } else if is_no_space(&err) {
+            self.stop_writes(err)
+        } else {
+            self.set_poison(err)
+        }
     }
 
     /// The error writes fail with: the poison, or the reason writes are stopped.

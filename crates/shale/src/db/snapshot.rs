@@ -57,6 +57,7 @@ impl Snapshot {
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.handle.db.check_open()?;
         read::get(&self.handle.db, key.as_ref(), Some(self.handle.seq))
+            .map_err(|e| e.relative_to(&self.handle.db.dir))
     }
 
     /// The values of `keys` as of the snapshot: [`Snapshot::get`] for each (see [`Db::multi_get`]).
@@ -65,7 +66,11 @@ impl Snapshot {
             return keys.iter().map(|_| Err(e.clone())).collect();
         }
         let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        let dir = &self.handle.db.dir;
         read::multi_get(&self.handle.db, &keys, Some(self.handle.seq))
+            .into_iter()
+            .map(|r| r.map_err(|e| e.relative_to(dir)))
+            .collect()
     }
 
     /// Entries with keys in `range` as of the snapshot; double-ended. Any [`KeyRange`], as

@@ -179,10 +179,22 @@ impl VersionSet {
     /// Used at open (so recovery never appends to an old file) and when the MANIFEST grows too big.
     pub(crate) fn write_new_manifest(&mut self) -> Result<()> {
         let number = self.new_file_number();
-        let writer = self.write_snapshot_manifest(&self.dir, number)?;
-        self.set_current(&self.dir, number)?;
-        self.manifest = Some((number, writer));
-        Ok(())
+        let written = self
+            .write_snapshot_manifest(&self.dir, number)
+            .and_then(|writer| self.set_current(&self.dir, number).map(|()| writer));
+        match written {
+            Ok(writer) => {
+                self.manifest = Some((number, writer));
+                Ok(())
+            }
+            Err(e) => {
+                // Unless CURRENT may already name it, the new MANIFEST is nobody's: remove it.
+                if !e.is_fatal() {
+                    let _ = self.fs.remove_file(&filename::manifest(&self.dir, number));
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Writes a MANIFEST numbered `number` in `dir` holding a snapshot of the current state, and
@@ -232,30 +244,57 @@ impl VersionSet {
             filename::manifest_name(manifest_number)
         ));
         let current = filename::current(dir);
-        let mut file = self
-            .fs
-            .create(&tmp)
-            .ctx(|| format!("create {}", tmp.display()))?;
-        let contents = format!("{}\n", filename::manifest_name(manifest_number));
-        file.append(contents.as_bytes())
-            .ctx(|| format!("write {}", tmp.display()))?;
-        file.sync().ctx(|| format!("sync {}", tmp.display()))?;
-        drop(file);
-        self.fs
-            .rename(&tmp, &current)
-            .ctx(|| format!("rename {} to CURRENT", tmp.display()))?;
+        let written = (|| {
+            let mut file = self
+                .fs
+                .create(&tmp)
+                .ctx(|| format!("create {}", tmp.display()))?;
+            let contents = format!("{}\n", filename::manifest_name(manifest_number));
+            file.append(contents.as_bytes())
+                .ctx(|| format!("write {}", tmp.display()))?;
+            file.sync().ctx(|| format!("sync {}", tmp.display()))?;
+            drop(file);
+            self.fs
+                .rename(&tmp, &current)
+                .ctx(|| format!("rename {} to CURRENT", tmp.display()))
+        })();
+        if let Err(e) = written {
+            // CURRENT is unchanged.
+            let _ = self.fs.remove_file(&tmp);
+            return Err(e);
+        }
+        // From here CURRENT may name the new MANIFEST, or not, after a crash: a failure is fatal.
         self.fs
             .sync_dir(dir)
             .ctx(|| format!("sync directory {}", dir.display()))
+            .map_err(Error::fatal)
     }
 
     /// Writes `edit` to the MANIFEST, syncs it, and installs the resulting version.
     /// Fills in the next file number and last sequence number.
     ///
+    /// On failure the edit is not installed. The MANIFEST is rolled (a new one written, holding a
+    /// snapshot, and CURRENT pointed at it) once it is large, or after a write to it failed: its
+    /// end may then hold part of a record, which recovery cuts as a torn tail since nothing after
+    /// it was synced.
+    ///
     /// # Errors
-    /// Any failure is [`Error::fatal`]: the edit may or may not be on disk.
+    /// A failure to write or sync the current MANIFEST, or to make CURRENT durable, is
+    /// [`Error::fatal`]: the edit may or may not be on disk. A lack of space (`StorageFull`,
+    /// `QuotaExceeded`) while appending to the MANIFEST or while writing a new one is not:
+    /// nothing durable changed, and the next edit rolls to a new MANIFEST.
     pub(crate) fn log_and_apply(&mut self, edit: VersionEdit) -> Result<()> {
-        self.log_and_apply_unmarked(edit).map_err(Error::fatal)
+        self.log_and_apply_unmarked(edit).map_err(|e| {
+            let no_space = matches!(
+                e.io_kind(),
+                Some(std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+            );
+            if no_space && !e.is_fatal() {
+                e
+            } else {
+                e.fatal()
+            }
+        })
     }
 
     fn log_and_apply_unmarked(&mut self, mut edit: VersionEdit) -> Result<()> {
@@ -274,16 +313,36 @@ impl VersionSet {
             writer
                 .add_record(&record)
                 .ctx(|| format!("write {}", path.display()))?;
-            writer.sync().ctx(|| format!("sync {}", path.display()))?;
+            writer
+                .sync()
+                .ctx(|| format!("sync {}", path.display()))
+                .map_err(Error::fatal)?;
+            self.install(version, &edit);
+            return Ok(());
         }
+        // The new MANIFEST holds a snapshot of the state with the edit installed: install it,
+        // and put the old state back if the new MANIFEST cannot be written.
+        let before = (
+            self.current.clone(),
+            self.log_number,
+            self.log_position.clone(),
+            self.compact_pointers.clone(),
+        );
         self.install(version, &edit);
-        if rolled {
-            // The snapshot written by write_new_manifest already contains the edit.
-            let old = self.manifest.take().map(|(n, _)| n);
-            self.write_new_manifest()?;
-            if let Some(old) = old {
-                let _ = self.fs.remove_file(&filename::manifest(&self.dir, old));
+        let old = self.manifest.as_ref().map(|(n, _)| *n);
+        if let Err(e) = self.write_new_manifest() {
+            if !e.is_fatal() {
+                (
+                    self.current,
+                    self.log_number,
+                    self.log_position,
+                    self.compact_pointers,
+                ) = before;
             }
+            return Err(e);
+        }
+        if let Some(old) = old {
+            let _ = self.fs.remove_file(&filename::manifest(&self.dir, old));
         }
         Ok(())
     }
@@ -341,6 +400,12 @@ impl VersionSet {
     /// Records that sequence numbers up to `seq` were used. Persisted with the next edit.
     pub(crate) fn set_last_seq(&mut self, seq: SeqNo) {
         debug_assert!(seq >= self.last_seq);
+        self.last_seq = seq;
+    }
+
+    /// Puts back the last sequence number an edit that failed to install had raised (see
+    /// [`VersionSet::set_last_seq`]).
+    pub(crate) fn reset_last_seq(&mut self, seq: SeqNo) {
         self.last_seq = seq;
     }
 
