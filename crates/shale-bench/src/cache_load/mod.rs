@@ -506,23 +506,35 @@ pub fn run_command(args: &[String]) -> Result<bool> {
     Ok(errors == 0)
 }
 
+/// What a report shows of one measurement: the hit rate, or thousands of requests per second.
+fn figure(a: &CacheCompareArgs, m: &Measured) -> f64 {
+    if a.hit_rate {
+        m.hit_rate()
+    } else {
+        m.ops_per_sec / 1000.0
+    }
+}
+
+/// A median as a table shows it (`-` where nothing was measured).
+fn shown(a: &CacheCompareArgs, x: Option<f64>) -> String {
+    match x {
+        Some(x) if a.hit_rate => format!("{x:.4}"),
+        Some(x) => format!("{x:.0}"),
+        None => "-".to_string(),
+    }
+}
+
+/// `x / y` as a table shows it (`-` where either is missing or `y` is zero).
+fn ratio(x: Option<f64>, y: Option<f64>) -> String {
+    match (x, y) {
+        (Some(x), Some(y)) if y > 0.0 => format!("{:.2}x", x / y),
+        _ => "-".to_string(),
+    }
+}
+
 /// Shale's index engines side by side over each protocol: the CPU engine, then each other
 /// engine with its ratio to the CPU.
 fn index_table(a: &CacheCompareArgs, results: &BTreeMap<Cell, Vec<Measured>>) -> String {
-    let value = |m: &Measured| {
-        if a.hit_rate {
-            m.hit_rate()
-        } else {
-            m.ops_per_sec / 1000.0
-        }
-    };
-    let fmt = |x: f64| {
-        if a.hit_rate {
-            format!("{x:.4}")
-        } else {
-            format!("{x:.0}")
-        }
-    };
     let engines: Vec<System> = a.indexes.iter().map(|e| shale_system(e)).collect();
     let mut out = String::from("\n| key/value | GET % | keys | depth | protocol |");
     for e in &a.indexes {
@@ -544,7 +556,7 @@ fn index_table(a: &CacheCompareArgs, results: &BTreeMap<Cell, Vec<Measured>>) ->
                 .map(|e| {
                     results
                         .get(&(k, v, g, z, d, e.wires[w].0))
-                        .and_then(|ms| median(&ms.iter().map(value).collect::<Vec<_>>()))
+                        .and_then(|ms| median(&ms.iter().map(|m| figure(a, m)).collect::<Vec<_>>()))
                 })
                 .collect();
             out.push_str(&format!(
@@ -552,15 +564,12 @@ fn index_table(a: &CacheCompareArgs, results: &BTreeMap<Cell, Vec<Measured>>) ->
                 if z { "zipf" } else { "uniform" }
             ));
             for f in &figures {
-                out.push_str(&format!(" {} |", f.map_or("-".to_string(), fmt)));
+                out.push_str(&format!(" {} |", shown(a, *f)));
             }
-            let ratio = match (
-                figures.first().copied().flatten(),
+            let ratio = ratio(
                 figures.last().copied().flatten(),
-            ) {
-                (Some(first), Some(last)) if first > 0.0 => format!("{:.2}x", last / first),
-                _ => "-".to_string(),
-            };
+                figures.first().copied().flatten(),
+            );
             out.push_str(&format!(" {ratio} |\n"));
         }
     }
@@ -572,10 +581,10 @@ fn report(
     results: &BTreeMap<Cell, Vec<Measured>>,
     cpu: &[Option<f64>],
 ) -> String {
-    let med = |cell: &Cell, f: &dyn Fn(&Measured) -> f64| -> Option<f64> {
+    let get = |cell: &Cell| -> Option<f64> {
         results
             .get(cell)
-            .and_then(|v| median(&v.iter().map(f).collect::<Vec<_>>()))
+            .and_then(|v| median(&v.iter().map(|m| figure(a, m)).collect::<Vec<_>>()))
     };
     let mut out = String::new();
     let metric = if a.hit_rate { "hit rate" } else { "kops/s" };
@@ -588,42 +597,23 @@ fn report(
         .collect();
     cells.dedup();
     for (k, v, g, z, d) in cells {
-        let f: &dyn Fn(&Measured) -> f64 = if a.hit_rate {
-            &|m: &Measured| m.hit_rate()
-        } else {
-            &|m: &Measured| m.ops_per_sec / 1000.0
-        };
-        let get = |label| med(&(k, v, g, z, d, label), f);
-        let fmt = |x: Option<f64>| {
-            x.map_or("-".to_string(), |x| {
-                if a.hit_rate {
-                    format!("{x:.4}")
-                } else {
-                    format!("{x:.0}")
-                }
-            })
-        };
-        let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
-            (Some(x), Some(y)) if y > 0.0 => format!("{:.2}x", x / y),
-            _ => "-".to_string(),
-        };
         let (smc, mc, mkv, sresp, redis) = (
-            get("shale memcache"),
-            get("memcached"),
-            get("shale megakv"),
-            get("shale resp"),
-            get("redis"),
+            get(&(k, v, g, z, d, "shale memcache")),
+            get(&(k, v, g, z, d, "memcached")),
+            get(&(k, v, g, z, d, "shale megakv")),
+            get(&(k, v, g, z, d, "shale resp")),
+            get(&(k, v, g, z, d, "redis")),
         );
         out.push_str(&format!(
             "| {k}/{v} | {g} | {} | {d} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             if z { "zipf" } else { "uniform" },
-            fmt(smc),
-            fmt(mc),
+            shown(a, smc),
+            shown(a, mc),
             ratio(smc, mc),
-            fmt(mkv),
+            shown(a, mkv),
             ratio(mkv, mc),
-            fmt(sresp),
-            fmt(redis),
+            shown(a, sresp),
+            shown(a, redis),
             ratio(sresp, redis),
         ));
     }
