@@ -179,6 +179,22 @@ fn malformed_commands_match_memcached() {
     );
 }
 
+/// Found by memaslap (libmemcached-tools), whose keys are made of control bytes: memcached
+/// stores any key without a space or NUL, and the cache refused them.
+#[test]
+fn keys_with_control_and_high_bytes_match_memcached() {
+    same_as_memcached(
+        "control bytes",
+        &[
+            b"set a\x10b 0 0 1\r\nx\r\nget a\x10b\r\ngets a\x10b a\x10b\r\n",
+            b"set a\tb 0 0 1\r\nx\r\nget a\tb\r\nappend a\tb 0 0 1\r\ny\r\nget a\tb\r\n",
+            b"set \x7f 0 0 1\r\n1\r\nincr \x7f 1\r\ntouch \x7f 10\r\nget \x7f\r\n",
+            b"set k\xffk 0 0 1\r\nx\r\nget k\xffk\r\ndelete k\xffk\r\nget k\xffk\r\n",
+            b"set \x01\x02\x03 0 0 1\r\nx\r\nadd \x01\x02\x03 0 0 1\r\ny\r\nget \x01\x02\x03\r\n",
+        ],
+    );
+}
+
 #[test]
 fn values_larger_than_an_item_are_refused_and_skipped() {
     // 2 MiB declared and sent: both refuse it and go on with the next command.
@@ -251,4 +267,32 @@ fn libmemcached_tools_work_against_the_cache() {
     assert!(out.status.success(), "memcslap set: {out:?}");
     let hits = shale_cache::stats::Stats::get(&cache.cache.stats().get_hits);
     assert!(hits > 0, "memcslap's gets found nothing");
+    // memaslap (Debian names it memcaslap): keys of control bytes, single gets and multi-gets;
+    // it prints each error reply it gets and counts the gets that missed.
+    for division in ["1", "8"] {
+        let out = tool(
+            "memcaslap",
+            &[
+                &servers,
+                "--threads=1",
+                "--concurrency=4",
+                "--execute_number=20000",
+                "--win_size=1k",
+                &format!("--division={division}"),
+            ],
+        );
+        let report = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+        let count = |name: &str| -> u64 {
+            report
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+                .unwrap_or_else(|| panic!("memcaslap printed no {name}: {report}"))
+        };
+        assert!(
+            out.status.success() && !report.contains("ERROR"),
+            "memcaslap --division={division}: {report}"
+        );
+        assert!(count("cmd_get:") > 0, "{report}");
+        assert_eq!(count("get_misses:"), 0, "{report}");
+    }
 }

@@ -202,3 +202,86 @@ fn redis_cli_and_redis_benchmark_work_against_the_cache() {
         "{report}"
     );
 }
+
+/// Found by redis-py 8, which sends `HELLO 3` first on every connection: the cache used to
+/// refuse it, so every command of such a client failed.
+#[test]
+fn hello_3_switches_the_connection_to_resp3() {
+    let server = TestServer::start(64 << 20);
+    let mut stream = common::connect(server.resp);
+    let mut ask = |request: &[u8], until: &[u8]| {
+        String::from_utf8_lossy(&common::exchange(&mut stream, request, until)).into_owned()
+    };
+    assert_eq!(ask(b"GET missing\r\n", b"\r\n"), "$-1\r\n");
+    let hello = ask(b"HELLO 3\r\n", b"*0\r\n");
+    assert!(hello.starts_with("%7\r\n"), "{hello:?}");
+    assert!(hello.contains("$5\r\nproto\r\n:3\r\n"), "{hello:?}");
+    assert_eq!(ask(b"GET missing\r\n", b"\r\n"), "_\r\n");
+    assert_eq!(
+        ask(b"SET k v\r\nMGET k missing\r\n", b"_\r\n"),
+        "+OK\r\n*2\r\n$1\r\nv\r\n_\r\n"
+    );
+    assert_eq!(ask(b"CONFIG GET maxmemory\r\n", b"\r\n"), "%0\r\n");
+    let info = ask(b"INFO\r\n", b"db0:keys=1,expires=0,avg_ttl=0\r\n\r\n");
+    assert!(
+        info.starts_with('=') && info.contains("\r\ntxt:# Server"),
+        "{info:?}"
+    );
+    // Errors leave the version as it was.
+    assert_eq!(
+        ask(b"HELLO 4\r\n", b"\r\n"),
+        "-NOPROTO unsupported protocol version\r\n"
+    );
+    assert_eq!(
+        ask(b"HELLO three\r\n", b"\r\n"),
+        "-ERR Protocol version is not an integer or out of range\r\n"
+    );
+    assert_eq!(
+        ask(b"HELLO 2 AUTH someone secret\r\n", b"\r\n"),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    assert_eq!(
+        ask(b"HELLO 2 LOUDLY\r\n", b"\r\n"),
+        "-ERR Syntax error in HELLO option 'LOUDLY'\r\n"
+    );
+    assert_eq!(ask(b"GET missing\r\n", b"\r\n"), "_\r\n");
+    // Back to RESP2 in one pipeline with the options a client sends; the HELLO's own reply is in
+    // the version it chose.
+    let back = ask(
+        b"HELLO 2 AUTH default anything SETNAME app\r\nGET missing\r\n",
+        b"$-1\r\n",
+    );
+    assert!(back.starts_with("*14\r\n"), "{back:?}");
+    assert!(back.contains("$5\r\nproto\r\n:2\r\n"), "{back:?}");
+}
+
+#[test]
+fn the_redis_crate_over_resp3() {
+    let server = TestServer::start(64 << 20);
+    let client = redis::Client::open(format!("redis://{}/?protocol=resp3", server.resp)).unwrap();
+    let mut con = client
+        .get_connection_with_timeout(IO_TIMEOUT)
+        .expect("connect over RESP3");
+    let _: () = con.set("k", "v").unwrap();
+    assert_eq!(
+        con.get::<_, Option<String>>("k").unwrap().as_deref(),
+        Some("v")
+    );
+    assert_eq!(con.get::<_, Option<String>>("missing").unwrap(), None);
+    let both: Vec<Option<String>> = con.mget(&["k", "missing"]).unwrap();
+    assert_eq!(both, [Some("v".to_string()), None]);
+    assert_eq!(con.incr::<_, _, i64>("n", 5).unwrap(), 5);
+    let info: String = redis::cmd("INFO").query(&mut con).unwrap();
+    assert!(info.contains("maxmemory:"), "{info}");
+    // redis-cli -3 sends HELLO 3 too.
+    let port = server.resp.port().to_string();
+    let out = tool(
+        "redis-cli",
+        &["-3", "--no-raw", "-p", &port, "MGET", "k", "missing"],
+    );
+    assert!(out.status.success(), "redis-cli -3: {out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "1) \"v\"\n2) (nil)"
+    );
+}

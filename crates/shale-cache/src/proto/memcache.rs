@@ -94,8 +94,11 @@ fn parse_num<T: std::str::FromStr>(token: &[u8]) -> Option<T> {
     std::str::from_utf8(token).ok()?.parse().ok()
 }
 
+/// A key as memcached takes it: 1 to 250 bytes, any but the space that separates words and NUL.
+/// Control and high bytes are keys too (memcached stores `a\x10b`, and memaslap's keys are made of
+/// such bytes), though the protocol text asks clients not to send them.
 fn valid_key(key: &[u8]) -> bool {
-    !key.is_empty() && key.len() <= MAX_KEY_LEN && key.iter().all(|&b| b > b' ' && b != 0x7f)
+    !key.is_empty() && key.len() <= MAX_KEY_LEN && key.iter().all(|&b| b != b' ' && b != 0)
 }
 
 /// Most words of a command line looked at (a `get` reads all its keys separately).

@@ -1,7 +1,8 @@
 //! RESP (the Redis protocol) for the cache: the string subset, GET, SET (EX, PX, EXAT, PXAT, NX,
 //! XX), DEL, MGET, MSET, EXISTS, EXPIRE, PEXPIRE, TTL, PTTL, INCR, DECR, INCRBY, DECRBY, FLUSHALL,
 //! FLUSHDB, INFO, DBSIZE, PING, ECHO, plus what clients send on connecting (SELECT 0, CLIENT,
-//! COMMAND, CONFIG GET, HELLO 2) and QUIT. Replies are RESP2.
+//! COMMAND, CONFIG GET, HELLO) and QUIT. Replies are RESP2 until the client sends `HELLO 3`, RESP3
+//! from then on (what redis-py 8 and other RESP3 clients send first on every connection).
 //!
 //! Error texts are Redis's, so clients that match on them behave as with Redis.
 
@@ -59,7 +60,9 @@ enum Pending {
     Simple(&'static [u8]),
     Bulk(Bytes),
     EmptyArray,
-    Hello,
+    EmptyMap,
+    /// HELLO: switches to the version (if any) before its own reply.
+    Hello(Option<Version>),
 }
 
 /// A RESP connection.
@@ -69,6 +72,8 @@ pub(crate) struct RespSession {
     backlog: VecDeque<Request>,
     pending: Vec<Pending>,
     closing: bool,
+    /// The version replies are written in (what the last answered HELLO chose).
+    version: Version,
 }
 
 impl Default for RespSession {
@@ -83,6 +88,7 @@ impl Default for RespSession {
             backlog: VecDeque::new(),
             pending: Vec::new(),
             closing: false,
+            version: Version::Resp2,
         }
     }
 }
@@ -288,17 +294,13 @@ impl RespSession {
             p.push(Pending::EmptyArray);
         } else if is(&name, b"CONFIG") {
             match args {
-                [sub, _] if sub.eq_ignore_ascii_case(b"get") => p.push(Pending::EmptyArray),
+                [sub, _] if sub.eq_ignore_ascii_case(b"get") => p.push(Pending::EmptyMap),
                 _ => p.push(Pending::Error(
                     b"ERR CONFIG in cache mode supports only GET",
                 )),
             }
         } else if is(&name, b"HELLO") {
-            match args.first() {
-                None => p.push(Pending::Hello),
-                Some(v) if &v[..] == b"2" => p.push(Pending::Hello),
-                Some(_) => p.push(Pending::Error(b"NOPROTO this cache speaks RESP2 only")),
-            }
+            p.push(hello(args));
         } else if is(&name, b"QUIT") {
             p.push(Pending::Ok);
             return Handled::Close;
@@ -375,6 +377,42 @@ impl RespSession {
         }
         Handled::Queued
     }
+}
+
+/// `HELLO [protover [AUTH username password] [SETNAME clientname]]`, answered as Redis answers
+/// it. The cache has no passwords: like Redis's default user without one, `AUTH default <any>`
+/// is accepted and any other user refused.
+fn hello(args: &[Bytes]) -> Pending {
+    let Some((protover, options)) = args.split_first() else {
+        return Pending::Hello(None);
+    };
+    let Some(protover) = parse_i64(protover) else {
+        return Pending::Error(b"ERR Protocol version is not an integer or out of range");
+    };
+    let Some(version) = Version::from_protover(protover) else {
+        return Pending::Error(b"NOPROTO unsupported protocol version");
+    };
+    let mut i = 0;
+    while i < options.len() {
+        let option = upper(&options[i]);
+        if is(&option, b"AUTH") && i + 2 < options.len() {
+            if !options[i + 1].eq_ignore_ascii_case(b"default") {
+                return Pending::Error(
+                    b"WRONGPASS invalid username-password pair or user is disabled.",
+                );
+            }
+            i += 3;
+        } else if is(&option, b"SETNAME") && i + 1 < options.len() {
+            i += 2;
+        } else {
+            let shown = &options[i][..options[i].len().min(64)];
+            return Pending::OwnedError(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(shown)
+            ));
+        }
+    }
+    Pending::Hello(Some(version))
 }
 
 fn store_error(error: StoreError) -> Pending {
@@ -459,8 +497,12 @@ impl Session for RespSession {
     }
 
     fn reply(&mut self, worker: &mut Worker<'_>, out: &mut BytesMut) {
-        let mut w = ReplyWriter::new(out, Version::Resp2);
+        let mut version = self.version;
         for pending in self.pending.drain(..) {
+            if let Pending::Hello(Some(chosen)) = pending {
+                version = chosen;
+            }
+            let mut w = ReplyWriter::new(out, version);
             match pending {
                 Pending::Get(id) => match worker.read(id) {
                     Some(item) => w.bulk(item.value()),
@@ -537,21 +579,22 @@ impl Session for RespSession {
                     w.ok();
                 }
                 Pending::DbSize => w.integer(worker.cache().items() as i64),
-                Pending::Info => w.bulk(info_text(worker).as_bytes()),
+                Pending::Info => w.verbatim(b"txt", info_text(worker).as_bytes()),
                 Pending::Ok => w.ok(),
                 Pending::Error(e) => w.error(e),
                 Pending::OwnedError(e) => w.error(e.as_bytes()),
                 Pending::Simple(s) => w.simple(s),
                 Pending::Bulk(b) => w.bulk(&b),
                 Pending::EmptyArray => w.array(0),
-                Pending::Hello => {
-                    w.array(14);
+                Pending::EmptyMap => w.map(0),
+                Pending::Hello(_) => {
+                    w.map(7);
                     for (name, value) in [("server", "shale-cache"), ("version", "0.1.0")] {
                         w.bulk(name.as_bytes());
                         w.bulk(value.as_bytes());
                     }
                     w.bulk(b"proto");
-                    w.integer(2);
+                    w.integer(version.number());
                     w.bulk(b"id");
                     w.integer(0);
                     for (name, value) in [("mode", "standalone"), ("role", "master")] {
@@ -563,6 +606,7 @@ impl Session for RespSession {
                 }
             }
         }
+        self.version = version;
     }
 }
 
