@@ -28,7 +28,10 @@ mod version;
 mod wal;
 
 pub use batch::WriteBatch;
-pub use db::{Checkpoint, Db, KeyRange, LogPosition, PreparedWrite, Snapshot, Stats};
+pub use db::{
+    file_number, Checkpoint, Db, InstallEdit, InstallOutcome, KeyRange, LogPosition, OutputFile,
+    PreparedWrite, Snapshot, Stats, STAGING_DIR,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use iter::{Skipped, SkippedKind};
 pub use key::{SeqNo, ValueKind};

@@ -59,8 +59,9 @@ fn worker(inner: &Arc<DbInner>) {
             inner.bg_cv.wait_for(&mut state, IDLE_WAKEUP);
             continue;
         }
-        if state.installing {
-            // A checkpoint is replacing the database's files (`replicated`): start nothing.
+        if state.installing || state.log_jobs.enabled {
+            // A checkpoint is replacing the database's files (`replicated`), or flushes,
+            // compactions and GC come only through the log (`install`): start nothing.
             inner.bg_cv.wait_for(&mut state, IDLE_WAKEUP);
             continue;
         }
@@ -308,6 +309,43 @@ pub(crate) fn write_level0(
     snapshots: Vec<SeqNo>,
     blob_numbers: &mut Vec<u64>,
 ) -> Result<Flushed> {
+    let mut local = || inner.state.lock().versions.new_file_number();
+    write_level0_numbered(inner, mem, number, snapshots, blob_numbers, &mut local)
+}
+
+/// [`write_level0`] with blob file numbers drawn from `new_number` (a replicated node's leader
+/// names files by `(term, counter)`, see `db::install`).
+pub(crate) fn write_level0_numbered(
+    inner: &DbInner,
+    mem: Arc<dyn Memtable>,
+    number: u64,
+    snapshots: Vec<SeqNo>,
+    blob_numbers: &mut Vec<u64>,
+    new_number: &mut dyn FnMut() -> u64,
+) -> Result<Flushed> {
+    let dir = inner.dir.clone();
+    write_level0_into(
+        inner,
+        &dir,
+        mem,
+        number,
+        snapshots,
+        blob_numbers,
+        new_number,
+    )
+}
+
+/// [`write_level0_numbered`] into the directory `dir` (a node writing a flush's outputs aside to
+/// compare them with shipped ones).
+pub(crate) fn write_level0_into(
+    inner: &DbInner,
+    dir: &std::path::Path,
+    mem: Arc<dyn Memtable>,
+    number: u64,
+    snapshots: Vec<SeqNo>,
+    blob_numbers: &mut Vec<u64>,
+    new_number: &mut dyn FnMut() -> u64,
+) -> Result<Flushed> {
     if mem.is_empty() {
         return Ok(Flushed {
             table: None,
@@ -319,7 +357,7 @@ pub(crate) fn write_level0(
     let mut input = mem.clone().iter();
     let mut retention = Retention::new(snapshots);
     let spec = OutputSpec {
-        dir: &inner.dir,
+        dir,
         fs: &inner.fs,
         options: &inner.options,
         output_level: 0,
@@ -329,15 +367,14 @@ pub(crate) fn write_level0(
     let mut once = Some(number);
     let mut next_number = || once.take().expect("a flush writes one file");
     let mut next_blob_number = || {
-        let mut state = inner.state.lock();
-        let n = state.versions.new_file_number();
-        state.pending_outputs.insert(n);
+        let n = new_number();
+        inner.state.lock().pending_outputs.insert(n);
         blob_numbers.push(n);
         n
     };
     let separate = inner.options.min_blob_size != crate::options::NO_BLOB_FILES;
     let mut sink = BlobSink::new(
-        &inner.dir,
+        dir,
         &inner.fs,
         inner.options.blob_file_size,
         &mut next_blob_number,
@@ -351,7 +388,10 @@ pub(crate) fn write_level0(
         separate.then_some(&mut sink),
         &inner.closed,
     )?;
-    sync_dir(inner)?;
+    inner
+        .fs
+        .sync_dir(dir)
+        .map_err(|e| Error::io(e, format!("sync directory {}", dir.display())))?;
     let mut blob_files = std::mem::take(&mut sink.finished);
     let mut dropped_blobs = stats.dropped_blobs;
     // Blob files the write path wrote for this memtable (`db::large_values`): those the table
@@ -476,6 +516,19 @@ fn compact(
     snapshots: Vec<SeqNo>,
     allocated: &mut Vec<u64>,
 ) -> Result<(Vec<FileMeta>, u64, Vec<DroppedBlob>)> {
+    let mut local = || inner.state.lock().versions.new_file_number();
+    compact_numbered(inner, task, version, snapshots, allocated, &mut local)
+}
+
+/// [`compact`] with output numbers drawn from `new_number` (see [`write_level0_numbered`]).
+pub(crate) fn compact_numbered(
+    inner: &DbInner,
+    task: &CompactionTask,
+    version: &Version,
+    snapshots: Vec<SeqNo>,
+    allocated: &mut Vec<u64>,
+    new_number: &mut dyn FnMut() -> u64,
+) -> Result<(Vec<FileMeta>, u64, Vec<DroppedBlob>)> {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     if task.level == 0 {
         for f in &task.inputs {
@@ -500,9 +553,8 @@ fn compact(
         grandparents: &task.grandparents,
     };
     let mut next_number = || {
-        let mut state = inner.state.lock();
-        let n = state.versions.new_file_number();
-        state.pending_outputs.insert(n);
+        let n = new_number();
+        inner.state.lock().pending_outputs.insert(n);
         allocated.push(n);
         n
     };

@@ -23,6 +23,7 @@
 
 mod background;
 mod gc;
+mod install;
 mod key_range;
 mod large_values;
 mod open;
@@ -35,6 +36,7 @@ mod stats;
 mod write;
 
 pub use crate::version::edit::LogPosition;
+pub use install::{file_number, InstallEdit, InstallOutcome, OutputFile, STAGING_DIR};
 pub use key_range::KeyRange;
 pub use replicated::Checkpoint;
 pub use snapshot::Snapshot;
@@ -120,6 +122,8 @@ pub(crate) struct State {
     /// A checkpoint is being installed in place of the database's files: background work
     /// starts nothing new.
     pub installing: bool,
+    /// Flushes and compactions through the log (`install`): the leader's prepared jobs.
+    pub log_jobs: install::LogJobs,
 }
 
 pub(crate) struct DbInner {
@@ -350,6 +354,7 @@ impl Db {
     /// # Errors
     /// The error of a failed flush, or `Poisoned`/`Closed`.
     pub fn flush(&self) -> Result<()> {
+        install::refuse_local_jobs(&self.inner, "flush")?;
         background::flush_all(&self.inner).map_err(|e| e.relative_to(&self.inner.dir))
     }
 
@@ -373,6 +378,7 @@ impl Db {
     /// for lack of space (`Io` with [`Error::io_kind`] `StorageFull`) stops writes until space
     /// returns, as a background one does; any other failure poisons the database.
     pub fn compact_range(&self, range: impl KeyRange) -> Result<()> {
+        install::refuse_local_jobs(&self.inner, "compact_range")?;
         let (lo, hi) = key_range::owned_bounds(&range);
         background::flush_all(&self.inner)
             .and_then(|()| background::compact_range(&self.inner, bound_key(&lo), bound_key(&hi)))
@@ -393,6 +399,7 @@ impl Db {
     /// [`Options::gc_space_amp_target`]: crate::Options::gc_space_amp_target
     pub fn collect_garbage(&self) -> Result<()> {
         let inner = &self.inner;
+        install::refuse_local_jobs(inner, "collect_garbage")?;
         let mut state = inner.state.lock();
         loop {
             inner.check_open()?;

@@ -187,6 +187,7 @@ pub(crate) fn open(dir: &Path, options: Options, external_log: bool) -> Result<D
             manual_waiting: 0,
             gc: Default::default(),
             installing: false,
+            log_jobs: Default::default(),
         }),
         bg_cv,
         gc_engine,

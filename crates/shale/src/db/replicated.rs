@@ -93,8 +93,14 @@ impl Db {
         if self.inner.controller.get() == super::stall::Pressure::Stop {
             return true;
         }
+        let state = self.inner.state.lock();
+        if state.log_jobs.enabled {
+            // Sealed memtables wait for edits through the log: the log's owner paces writes.
+            return false;
+        }
         // The next seal would wait for a flush: hold writes back before the memtable overflows.
-        let sealed = self.inner.state.lock().sealed.len();
+        let sealed = state.sealed.len();
+        drop(state);
         sealed + 1 >= self.inner.options.max_write_buffers && self.memtable_full()
     }
 
@@ -138,7 +144,8 @@ impl Db {
         let mut wal = inner.wal.lock();
         check_index(&wal, position.index)?;
         let mut state = inner.state.lock();
-        while state.sealed.len() + 1 >= inner.options.max_write_buffers {
+        // With log installs a memtable is dropped only by a later entry: never wait for it here.
+        while !state.log_jobs.enabled && state.sealed.len() + 1 >= inner.options.max_write_buffers {
             inner.check_open()?;
             if let Some(e) = inner.poison_error() {
                 return Err(e);
@@ -289,27 +296,47 @@ fn install_locked(
         .mark_file_number_used(theirs.next_file_number());
     let mut edit = theirs.current().snapshot_edit();
     let mut linked = Vec::new();
+    // With log installs file numbers are the cluster's `(term, counter)`: they are kept, and a
+    // file already here under its number is the same file.
+    let keep_numbers = state.log_jobs.enabled;
+    if keep_numbers {
+        state.log_jobs.prepared_seals.clear();
+        state.busy.clear();
+    }
     let mut link_as_new = |state: &mut MutexGuard<'_, State>,
                            from: PathBuf,
-                           to: &dyn Fn(u64) -> PathBuf|
+                           to: &dyn Fn(u64) -> PathBuf,
+                           theirs: u64|
      -> Result<u64> {
-        let n = state.versions.new_file_number();
+        let n = if keep_numbers {
+            theirs
+        } else {
+            state.versions.new_file_number()
+        };
         state.pending_outputs.insert(n);
         linked.push(n);
-        link(inner, &from, &to(n))?;
+        if !(keep_numbers && inner.fs.exists(&to(n))) {
+            link(inner, &from, &to(n))?;
+        }
         Ok(n)
     };
     let ours = inner.dir.clone();
     let result = (|| {
         for (_, f) in &mut edit.new_files {
-            f.number = link_as_new(state, filename::table(dir, f.number), &|n| {
-                filename::table(&ours, n)
-            })?;
+            f.number = link_as_new(
+                state,
+                filename::table(dir, f.number),
+                &|n| filename::table(&ours, n),
+                f.number,
+            )?;
         }
         for b in &mut edit.blob_files {
-            b.physical = link_as_new(state, filename::blob(dir, b.physical), &|n| {
-                filename::blob(&ours, n)
-            })?;
+            b.physical = link_as_new(
+                state,
+                filename::blob(dir, b.physical),
+                &|n| filename::blob(&ours, n),
+                b.physical,
+            )?;
         }
         inner
             .fs
@@ -338,7 +365,7 @@ fn install_locked(
     Ok(())
 }
 
-fn check_external(inner: &DbInner) -> Result<()> {
+pub(super) fn check_external(inner: &DbInner) -> Result<()> {
     inner.check_open()?;
     if let Some(e) = inner.poison_error() {
         return Err(e);
@@ -351,7 +378,7 @@ fn check_external(inner: &DbInner) -> Result<()> {
     Ok(())
 }
 
-fn check_index(wal: &super::write::WalState, index: u64) -> Result<()> {
+pub(super) fn check_index(wal: &super::write::WalState, index: u64) -> Result<()> {
     match wal.applied_index {
         Some(applied) if index <= applied => Err(Error::invalid_argument(format!(
             "log entry {index} is not after the last applied entry {applied}: an entry is never \
@@ -361,7 +388,7 @@ fn check_index(wal: &super::write::WalState, index: u64) -> Result<()> {
     }
 }
 
-fn link(inner: &DbInner, from: &Path, to: &Path) -> Result<()> {
+pub(super) fn link(inner: &DbInner, from: &Path, to: &Path) -> Result<()> {
     inner
         .fs
         .link(from, to)
