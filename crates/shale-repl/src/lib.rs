@@ -7,7 +7,7 @@
 //! position its MANIFEST records as flushed. See `docs/design/0006-replication.md`.
 //!
 //! Layout, one concept per module:
-//! - `command`: what the log carries (`Write`, `SwitchMemtable`).
+//! - `command`: what the log carries (`Write`, `SwitchMemtable`, `InstallEdit`).
 //! - `raft`: the only module that names openraft's types (the type configuration, the network
 //!   adapter, the [`Consensus`](raft) trait the rest of the crate uses).
 //! - `log`: the Raft log on disk (`format` holds its bytes).
@@ -15,6 +15,7 @@
 //! - `snapshot`: snapshot directories, their description, file-by-file transfer.
 //! - `network`: messages, the `Transport` trait, the TCP and in-process transports.
 //! - `replica`: a node: group commit, memtable switches, snapshots, read barriers, membership.
+//! - `rubble`: rubble mode: the leader's flush and compaction lanes, shipping and fetching files.
 
 mod command;
 mod error;
@@ -23,10 +24,11 @@ mod log;
 pub mod network;
 mod raft;
 mod replica;
+mod rubble;
 mod snapshot;
 mod state_machine;
 
-pub use command::Command;
+pub use command::{Command, EditCommand};
 pub use error::ReplError;
 pub use log::LogStore;
 pub use raft::{
@@ -37,5 +39,6 @@ pub use replica::{
     ClusterStatus, FollowerStatus, PendingWrite, Replica, ReplicaConfig, Role, GROUP_BYTES,
     MAX_ENTRY_BYTES,
 };
-pub use snapshot::{FileInfo, Piece, SnapshotFiles};
+pub use rubble::{InstallLag, ReplicationMode, RubbleSettings, RubbleStatus};
+pub use snapshot::{FileInfo, Piece, Receiver, SnapshotFiles};
 pub use state_machine::ApplyHook;

@@ -20,6 +20,10 @@ use crate::error::ReplError;
 use crate::log::LogStore;
 use crate::network::{Service, Transport};
 use crate::raft::{self, Consensus, NodeId, NodeInfo, Raft, RaftTiming};
+use crate::rubble::{
+    self, Fetcher, FileNumbers, InstallLag, Lane, ReplicationMode, RubbleCounters, RubbleSettings,
+    RubbleStatus,
+};
 use crate::snapshot::SnapshotStore;
 use crate::state_machine::{ApplyHook, Shared, StateMachine};
 use openraft::ServerState;
@@ -58,6 +62,11 @@ pub struct ReplicaConfig {
     pub timing: RaftTiming,
     /// Called with every entry applied (tests).
     pub hook: Option<ApplyHook>,
+    /// Who flushes and compacts: every node (`Baseline`), or the leader alone (`Rubble`). The
+    /// same on every node of a cluster.
+    pub mode: ReplicationMode,
+    /// Rubble mode's knobs.
+    pub rubble: RubbleSettings,
 }
 
 /// A node's role.
@@ -110,6 +119,10 @@ pub struct ClusterStatus {
     pub followers: Vec<FollowerStatus>,
     /// Memtables sealed by the log since open.
     pub memtable_switches: u64,
+    /// The cluster's replication mode.
+    pub mode: ReplicationMode,
+    /// Rubble mode's figures (zero in baseline mode).
+    pub rubble: RubbleStatus,
 }
 
 enum Waiter {
@@ -164,6 +177,9 @@ struct Inner {
     stopping: AtomicBool,
     proposed_entries: AtomicU64,
     proposed_batches: AtomicU64,
+    mode: ReplicationMode,
+    rubble: RubbleSettings,
+    rubble_counters: Arc<RubbleCounters>,
 }
 
 /// See the module documentation.
@@ -186,21 +202,33 @@ impl Replica {
         let fs = config.engine.fs.clone();
         let engine_dir = config.dir.join("engine");
         let options = config.engine.clone();
-        let db =
-            tokio::task::spawn_blocking(move || Db::open_with_external_log(&engine_dir, options))
-                .await
-                .map_err(|e| ReplError::Io(e.to_string()))??;
+        let mode = config.mode;
+        let db = tokio::task::spawn_blocking(move || match mode {
+            ReplicationMode::Baseline => Db::open_with_external_log(&engine_dir, options),
+            ReplicationMode::Rubble => Db::open_for_log_installs(&engine_dir, options),
+        })
+        .await
+        .map_err(|e| ReplError::Io(e.to_string()))??;
         let db = Arc::new(db);
         let io = |e: std::io::Error| ReplError::Io(e.to_string());
         let log = LogStore::open(fs.clone(), &config.dir.join("raft").join("log")).map_err(io)?;
-        let snapshots =
-            SnapshotStore::open(fs, &config.dir.join("raft").join("snapshots")).map_err(io)?;
-        let shared = Arc::new(Shared::new(db, snapshots, config.hook.clone()).map_err(io)?);
+        let snapshots = SnapshotStore::open(fs.clone(), &config.dir.join("raft").join("snapshots"))
+            .map_err(io)?;
+        let counters = Arc::new(RubbleCounters::default());
+        let fetcher = (mode == ReplicationMode::Rubble).then(|| Fetcher {
+            id: config.id,
+            transport: transport.clone(),
+            fs: fs.clone(),
+            settings: config.rubble.clone(),
+            counters: counters.clone(),
+        });
+        let shared =
+            Arc::new(Shared::new(db.clone(), snapshots, config.hook.clone(), fetcher).map_err(io)?);
         let raft = Raft::new(
             config.id,
             raft::config(&config.timing)?,
             raft::Network {
-                transport,
+                transport: transport.clone(),
                 from: config.id,
             },
             log.clone(),
@@ -223,13 +251,31 @@ impl Replica {
             stopping: AtomicBool::new(false),
             proposed_entries: AtomicU64::new(0),
             proposed_batches: AtomicU64::new(0),
+            mode,
+            rubble: config.rubble.clone(),
+            rubble_counters: counters.clone(),
         });
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(propose_loop(inner.clone())),
             tokio::spawn(switch_loop(inner.clone())),
             tokio::spawn(snapshot_loop(inner.clone())),
             tokio::spawn(barrier_loop(inner.clone())),
         ];
+        if mode == ReplicationMode::Rubble {
+            let leader = Arc::new(rubble::Leader {
+                id: config.id,
+                raft: inner.raft.clone(),
+                db,
+                fs,
+                transport,
+                settings: config.rubble.clone(),
+                numbers: FileNumbers::new(),
+                counters,
+            });
+            for lane in [Lane::Flush, Lane::Compaction] {
+                tasks.push(tokio::spawn(rubble::lane_loop(leader.clone(), lane)));
+            }
+        }
         Ok(Replica {
             inner,
             tasks: Mutex::new(tasks),
@@ -423,6 +469,40 @@ impl Replica {
             learners,
             followers,
             memtable_switches: self.inner.shared.inner.lock().switch_indexes.len() as u64,
+            mode: self.inner.mode,
+            rubble: self.rubble_status(),
+        }
+    }
+
+    /// Rubble mode's figures on this node.
+    pub fn rubble_status(&self) -> RubbleStatus {
+        let db = &self.inner.shared.db;
+        let c = &self.inner.rubble_counters;
+        let (installed, stale, fallback) = db.install_counts();
+        let sealed = if self.inner.mode == ReplicationMode::Rubble {
+            db.sealed_positions().len() as u64
+        } else {
+            0
+        };
+        RubbleStatus {
+            sealed_not_installed: sealed,
+            bytes_shipped: c.bytes_shipped.load(Ordering::Relaxed),
+            bytes_fetched: c.bytes_fetched.load(Ordering::Relaxed),
+            edits_proposed: c.edits_proposed.load(Ordering::Relaxed),
+            edits_installed: installed,
+            edits_stale: stale,
+            fallback_flushes: fallback,
+            stall_micros: c.stall_micros.load(Ordering::Relaxed),
+            install_lag: c
+                .behind
+                .lock()
+                .iter()
+                .map(|(&id, &(jobs, bytes))| InstallLag {
+                    id,
+                    jobs_behind: jobs,
+                    bytes_behind: bytes,
+                })
+                .collect(),
         }
     }
 
@@ -501,6 +581,7 @@ impl Replica {
     /// The engine closes when the last handle to it is dropped.
     pub async fn shutdown(&self) {
         self.inner.stopping.store(true, Ordering::Release);
+        self.inner.shared.stopping.store(true, Ordering::Release);
         {
             let mut q = self.inner.queue.lock();
             q.closed = true;
@@ -559,6 +640,9 @@ async fn propose_loop(inner: Arc<Inner>) {
         while inner.shared.db.write_pressure() && !inner.stopping.load(Ordering::Acquire) {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+        if inner.mode == ReplicationMode::Rubble {
+            rubble_stall(&inner).await;
+        }
         let mut merged = WriteBatch::new();
         let mut waiters = Vec::with_capacity(group.len());
         for (b, w) in group {
@@ -591,6 +675,31 @@ async fn propose_loop(inner: Arc<Inner>) {
                 }
             }
         }
+    }
+}
+
+/// Rubble mode's gradual stall: the more sealed memtables wait for their install, the longer a
+/// new write entry waits (see `rubble::write_delay`).
+async fn rubble_stall(inner: &Inner) {
+    let start = std::time::Instant::now();
+    loop {
+        let sealed = inner.shared.db.sealed_positions().len();
+        match rubble::write_delay(&inner.rubble, sealed) {
+            Some(d) if d.is_zero() => break,
+            Some(d) => {
+                tokio::time::sleep(d).await;
+                break;
+            }
+            None if inner.stopping.load(Ordering::Acquire) => break,
+            None => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    }
+    let waited = start.elapsed().as_micros() as u64;
+    if waited > 0 {
+        inner
+            .rubble_counters
+            .stall_micros
+            .fetch_add(waited, Ordering::Relaxed);
     }
 }
 

@@ -392,4 +392,17 @@ impl Receiver {
     pub fn abandon(self) {
         remove_dir(&self.fs, &self.dir);
     }
+
+    /// Removes the files this transfer wrote, and only them (a failed transfer into a directory
+    /// that holds other files: staging).
+    pub fn abandon_files(self) {
+        let names = self
+            .files
+            .iter()
+            .chain(self.current.as_ref().map(|(info, ..)| info))
+            .map(|f| f.name.clone());
+        for name in names {
+            let _ = self.fs.remove_file(&self.dir.join(name));
+        }
+    }
 }

@@ -24,12 +24,13 @@ use crate::command::Command;
 use crate::raft::{
     Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
+use crate::rubble::Fetcher;
 use crate::snapshot::{self, PositionContext, SnapshotFiles, SnapshotStore};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
 use openraft::{EntryPayload, RaftLogId, StorageIOError};
 use parking_lot::Mutex;
-use shale::{Db, LogPosition, WriteBatch};
-use std::sync::atomic::{AtomicU64, Ordering};
+use shale::{Db, ErrorKind, LogPosition, WriteBatch};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Called with every entry a node applies (its index and command; `None` for entries of the
@@ -46,6 +47,10 @@ pub(crate) struct Shared {
     pub hook: Option<ApplyHook>,
     /// Serializes snapshot builds.
     pub building: tokio::sync::Mutex<()>,
+    /// Rubble mode: gets the files of an edit this node lacks.
+    pub fetcher: Option<Fetcher>,
+    /// Set when the node stops: an apply waiting for files gives up.
+    pub stopping: AtomicBool,
 }
 
 pub(crate) struct SmState {
@@ -71,6 +76,7 @@ impl Shared {
         db: Arc<Db>,
         snapshots: SnapshotStore,
         hook: Option<ApplyHook>,
+        fetcher: Option<Fetcher>,
     ) -> std::io::Result<Shared> {
         let (applied, membership) = match db.flushed_position() {
             Some(p) => {
@@ -90,6 +96,8 @@ impl Shared {
             }),
             hook,
             building: tokio::sync::Mutex::new(()),
+            fetcher,
+            stopping: AtomicBool::new(false),
         })
     }
 
@@ -126,12 +134,52 @@ impl Shared {
                         .map_err(storage_err)?;
                         self.inner.lock().switch_indexes.push(index);
                     }
+                    Command::InstallEdit(edit) => {
+                        let edit = edit.to_engine();
+                        tokio::task::block_in_place(|| {
+                            self.install(index, log_id.leader_id.term, &edit)
+                        })
+                        .map_err(storage_err)?;
+                    }
                 }
                 self.note(index, Some(&command));
             }
         }
         self.inner.lock().applied = Some(log_id);
         self.applied_index.store(index, Ordering::Release);
+        Ok(())
+    }
+
+    /// Applies an `InstallEdit` (rubble mode): gets its files when it is current and they are
+    /// not here, then installs it (or, stale, does nothing), then drops staged files of older
+    /// terms. Blocks the applier meanwhile: later entries wait for this one.
+    fn install(&self, index: u64, term: u64, edit: &shale::InstallEdit) -> Result<(), String> {
+        let db = &self.db;
+        let Some(fetcher) = &self.fetcher else {
+            return Err("an InstallEdit entry on a node not in rubble mode".into());
+        };
+        // A damaged or vanished file is fetched again, a bounded number of times.
+        let mut attempts = 0;
+        loop {
+            let nodes = crate::raft::nodes(self.inner.lock().membership.membership());
+            fetcher.obtain(db, edit, &nodes, &self.stopping)?;
+            match db.install_edit(index, edit) {
+                Ok(_) => break,
+                Err(e)
+                    if attempts < 5
+                        && matches!(e.kind(), ErrorKind::Io | ErrorKind::Corruption)
+                        && !self.stopping.load(Ordering::Acquire) =>
+                {
+                    attempts += 1;
+                    tracing::warn!(index, error = %e, "installing shipped files failed; fetching them again");
+                    for o in &edit.outputs {
+                        db.remove_staged(0, Some(&o.name));
+                    }
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        db.remove_staged(shale::file_number(term, 0), None);
         Ok(())
     }
 

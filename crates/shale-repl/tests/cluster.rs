@@ -5,14 +5,17 @@
 //! applied as the same command everywhere (so memtable switches sit at the same indexes), no
 //! index applied twice by one incarnation of a node.
 //!
-//! `SHALE_CLUSTER_STEPS` (default 6) and `SHALE_CLUSTER_SEEDS` (default 1) lengthen the run;
+//! The schedule runs in both replication modes; in rubble mode nodes at the same index also hold
+//! the same live files (names and checksums) and sealed memtables.
+//!
+//! `SHALE_CLUSTER_STEPS` (default 7) and `SHALE_CLUSTER_SEEDS` (default 1) lengthen the run;
 //! `cargo test -p shale-repl --test cluster -- --ignored` runs the soak.
 
 mod common;
 
 use common::{put, Cluster};
 use shale_repl::network::local::Faults;
-use shale_repl::NodeId;
+use shale_repl::{NodeId, ReplicationMode};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -93,8 +96,8 @@ async fn write_burst(
     (acked, unknown)
 }
 
-async fn run_schedule(seed: u64, steps: u64) {
-    let mut cluster = Cluster::new(seed, 16 << 10);
+async fn run_schedule(seed: u64, steps: u64, mode: ReplicationMode) {
+    let mut cluster = Cluster::with_mode(seed, 16 << 10, mode);
     let ids: Vec<NodeId> = vec![1, 2, 3];
     cluster.bootstrap(&ids).await;
     let mut rng = Rng(seed);
@@ -181,6 +184,15 @@ async fn run_schedule(seed: u64, steps: u64) {
         counts.delivered > 0 && counts.blocked > 0,
         "faults fired: {counts:?}"
     );
+    if mode == ReplicationMode::Rubble {
+        let installed: u64 = cluster
+            .running()
+            .iter()
+            .map(|&id| cluster.replica(id).rubble_status().edits_installed)
+            .sum();
+        assert!(installed > 0, "no edit was installed");
+        assert!(counts.files_shipped > 0, "{counts:?}");
+    }
     for id in cluster.running() {
         cluster.kill(id, false).await;
     }
@@ -191,7 +203,16 @@ async fn a_cluster_keeps_every_acknowledged_write_through_faults_crashes_and_pow
     let seeds = env("SHALE_CLUSTER_SEEDS", 1);
     let steps = env("SHALE_CLUSTER_STEPS", 7);
     for seed in 0..seeds {
-        run_schedule(seed, steps).await;
+        run_schedule(seed, steps, ReplicationMode::Baseline).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rubble_cluster_keeps_every_acknowledged_write_and_identical_files_through_faults() {
+    let seeds = env("SHALE_CLUSTER_SEEDS", 1);
+    let steps = env("SHALE_CLUSTER_STEPS", 7);
+    for seed in 0..seeds {
+        run_schedule(seed + 100, steps, ReplicationMode::Rubble).await;
     }
 }
 
@@ -199,7 +220,9 @@ async fn a_cluster_keeps_every_acknowledged_write_through_faults_crashes_and_pow
 #[ignore = "soak: many seeds and steps"]
 async fn soak_many_seeds() {
     for seed in 0..env("SHALE_CLUSTER_SEEDS", 20) {
-        run_schedule(seed, env("SHALE_CLUSTER_STEPS", 21)).await;
+        for mode in [ReplicationMode::Baseline, ReplicationMode::Rubble] {
+            run_schedule(seed, env("SHALE_CLUSTER_STEPS", 21), mode).await;
+        }
     }
 }
 

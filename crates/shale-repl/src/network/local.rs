@@ -1,12 +1,13 @@
 //! An in-process network for cluster tests: every message is a call into the target node's
 //! [`Service`], through a fault injector that drops, delays, duplicates (a copy arrives again
 //! later, after newer messages: a reordering) and cuts links, one way or both, by a seeded
-//! random source. Snapshots are streamed file by file from the sender's file system to the
-//! receiver's, and may be cut short or damaged in flight.
+//! random source. Snapshots, and the files rubble mode ships and fetches, are streamed file by
+//! file from the sender's file system to the receiver's, and may be cut short or damaged in
+//! flight.
 
 use super::{Rpc, RpcReply, Service, Transport};
 use crate::raft::{NodeId, NodeInfo, SnapshotMeta, SnapshotResp, Vote};
-use crate::snapshot::{send_files, Piece, SnapshotFiles};
+use crate::snapshot::{send_files, Piece, Receiver, SnapshotFiles};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use parking_lot::Mutex;
@@ -46,6 +47,9 @@ pub struct FaultCounts {
     pub snapshots_sent: u64,
     pub snapshots_cut: u64,
     pub snapshots_damaged: u64,
+    /// Bulk transfers (rubble mode) started: shipped by a leader, fetched by a node.
+    pub files_shipped: u64,
+    pub files_fetched: u64,
 }
 
 struct State {
@@ -246,33 +250,105 @@ impl Transport for LocalNetwork {
             };
             net.state.lock().counts.snapshots_sent += 1;
             let mut receiver = service.begin_snapshot()?;
-            let sent = send_files(&files, |mut piece| {
-                let mut s = net.state.lock();
-                let r = if s.cut.contains(&(from, target)) || s.fires(|f| f.snapshot_cut) {
-                    s.counts.snapshots_cut += 1;
-                    Err(unreachable("snapshot transfer cut"))
-                } else {
-                    if let Piece::Chunk(bytes) = &mut piece {
-                        if !bytes.is_empty() && s.fires(|f| f.snapshot_damage) {
-                            s.counts.snapshots_damaged += 1;
-                            let i = (s.next() % bytes.len() as u64) as usize;
-                            if let Some(b) = bytes.get_mut(i) {
-                                *b ^= 0x20;
-                            }
-                        }
-                    }
-                    drop(s);
-                    receiver.piece(piece)
-                };
-                std::future::ready(r)
-            })
-            .await;
-            if let Err(e) = sent {
+            if let Err(e) = net.stream(from, target, &files, &mut receiver).await {
                 receiver.abandon();
                 return Err(e);
             }
             service.install_snapshot(vote, meta, receiver).await
         }
         .boxed()
+    }
+
+    fn ship_files(
+        &self,
+        from: NodeId,
+        target: NodeId,
+        _info: &NodeInfo,
+        files: SnapshotFiles,
+    ) -> BoxFuture<'static, io::Result<()>> {
+        let net = self.clone();
+        async move {
+            let Some(service) = net.route(from, target) else {
+                return Err(unreachable("link cut or node down"));
+            };
+            net.state.lock().counts.files_shipped += 1;
+            let mut receiver = service.begin_staging()?;
+            if let Err(e) = net.stream(from, target, &files, &mut receiver).await {
+                receiver.abandon_files();
+                return Err(e);
+            }
+            receiver.finish()?;
+            if net.route(target, from).is_none() {
+                return Err(unreachable("the acknowledgement's link is cut"));
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn fetch_files(
+        &self,
+        from: NodeId,
+        target: NodeId,
+        _info: &NodeInfo,
+        names: Vec<String>,
+        mut into: Receiver,
+    ) -> BoxFuture<'static, io::Result<Receiver>> {
+        let net = self.clone();
+        async move {
+            let Some(service) = net.route(from, target) else {
+                return Err(unreachable("link cut or node down"));
+            };
+            net.state.lock().counts.files_fetched += 1;
+            let result = async {
+                for files in service.files_for(&names)? {
+                    net.stream(target, from, &files, &mut into).await?;
+                }
+                Ok(())
+            }
+            .await;
+            match result {
+                Ok(()) => Ok(into),
+                Err(e) => {
+                    into.abandon_files();
+                    Err(e)
+                }
+            }
+        }
+        .boxed()
+    }
+}
+
+impl LocalNetwork {
+    /// Streams `files` from node `from` into `receiver` on node `to`, through the transfer
+    /// faults (a cut link or `snapshot_cut` stops it, `snapshot_damage` flips a byte).
+    async fn stream(
+        &self,
+        from: NodeId,
+        to: NodeId,
+        files: &SnapshotFiles,
+        receiver: &mut Receiver,
+    ) -> io::Result<()> {
+        send_files(files, |mut piece| {
+            let mut s = self.state.lock();
+            let r = if s.cut.contains(&(from, to)) || s.fires(|f| f.snapshot_cut) {
+                s.counts.snapshots_cut += 1;
+                Err(unreachable("file transfer cut"))
+            } else {
+                if let Piece::Chunk(bytes) = &mut piece {
+                    if !bytes.is_empty() && s.fires(|f| f.snapshot_damage) {
+                        s.counts.snapshots_damaged += 1;
+                        let i = (s.next() % bytes.len() as u64) as usize;
+                        if let Some(b) = bytes.get_mut(i) {
+                            *b ^= 0x20;
+                        }
+                    }
+                }
+                drop(s);
+                receiver.piece(piece)
+            };
+            std::future::ready(r)
+        })
+        .await
     }
 }

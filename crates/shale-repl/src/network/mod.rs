@@ -61,6 +61,27 @@ pub trait Transport: Send + Sync + 'static {
         meta: SnapshotMeta,
         files: SnapshotFiles,
     ) -> BoxFuture<'static, io::Result<SnapshotResp>>;
+
+    /// Bulk channel (rubble mode): streams `files` into `target`'s staging directory; `Ok` once
+    /// the target holds them durably (each file and the directory synced).
+    fn ship_files(
+        &self,
+        from: NodeId,
+        target: NodeId,
+        info: &NodeInfo,
+        files: SnapshotFiles,
+    ) -> BoxFuture<'static, io::Result<()>>;
+
+    /// Bulk channel (rubble mode): has `target` stream the edit files `names` (from its
+    /// database directory or staging) into `into`, which is returned to be finished.
+    fn fetch_files(
+        &self,
+        from: NodeId,
+        target: NodeId,
+        info: &NodeInfo,
+        names: Vec<String>,
+        into: Receiver,
+    ) -> BoxFuture<'static, io::Result<Receiver>>;
 }
 
 /// The receiving end of one node: hands messages to its Raft node and receives snapshots.
@@ -121,6 +142,40 @@ impl Service {
                 Err(io::Error::other(e.to_string()))
             }
         }
+    }
+
+    /// Starts receiving shipped files into the engine's staging directory.
+    ///
+    /// # Errors
+    /// The directory cannot be created.
+    pub fn begin_staging(&self) -> io::Result<Receiver> {
+        let fs = self.shared.snapshots.lock().fs().clone();
+        Receiver::new(fs, self.shared.db.staging_dir())
+    }
+
+    /// The edit files `names` as this node holds them, one transfer each.
+    ///
+    /// # Errors
+    /// A file this node does not have.
+    pub fn files_for(&self, names: &[String]) -> io::Result<Vec<SnapshotFiles>> {
+        let fs = self.shared.snapshots.lock().fs().clone();
+        names
+            .iter()
+            .map(|name| {
+                let path = self.shared.db.edit_file_path(name).ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::NotFound, format!("no file {name} here"))
+                })?;
+                let len = fs.file_size(&path)?;
+                Ok(SnapshotFiles {
+                    fs: fs.clone(),
+                    dir: path.parent().map(|p| p.to_path_buf()).unwrap_or_default(),
+                    files: vec![crate::snapshot::FileInfo {
+                        name: name.clone(),
+                        len,
+                    }],
+                })
+            })
+            .collect()
     }
 
     /// Receives a whole snapshot from `pieces` and installs it.

@@ -2,12 +2,13 @@
 //!
 //! A node keeps one connection per peer for Raft messages (one message in flight at a time, as
 //! openraft sends them) and opens a separate connection for each snapshot transfer, so
-//! heartbeats never wait behind a snapshot's megabytes. A failed connection is dropped and
+//! heartbeats never wait behind a snapshot's megabytes; rubble mode's shipped and fetched files
+//! travel the same way, each transfer on a connection of its own. A failed connection is dropped and
 //! opened again at the next message. See `docs/format/raft-wire.md`.
 
 use super::{Rpc, RpcReply, Service, Transport};
 use crate::raft::{NodeId, NodeInfo, SnapshotMeta, SnapshotResp, Vote};
-use crate::snapshot::{send_files, Piece, SnapshotFiles};
+use crate::snapshot::{send_files, Piece, Receiver, SnapshotFiles};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use parking_lot::Mutex;
@@ -41,6 +42,14 @@ pub enum Frame {
     SnapshotEnd,
     /// The receiver's answer.
     SnapshotReply(Result<SnapshotResp, String>),
+    /// Rubble mode: shipped files follow (as `Piece`s, then `FilesEnd`), for staging.
+    ShipBegin,
+    /// The files of a `ShipBegin` or a `Fetch` are complete (or the sender failed).
+    FilesEnd(Result<(), String>),
+    /// The receiver holds the shipped files durably (or why not).
+    ShipReply(Result<(), String>),
+    /// Rubble mode: send these edit files back (as `Piece`s, then `FilesEnd`).
+    Fetch(Vec<String>),
 }
 
 async fn write_frame<W: AsyncWriteExt + Unpin>(w: &mut W, frame: &Frame) -> io::Result<()> {
@@ -182,6 +191,89 @@ impl Transport for TcpTransport {
         }
         .boxed()
     }
+
+    fn ship_files(
+        &self,
+        _from: NodeId,
+        _target: NodeId,
+        info: &NodeInfo,
+        files: SnapshotFiles,
+    ) -> BoxFuture<'static, io::Result<()>> {
+        let addr = info.raft_addr.clone();
+        async move {
+            let (mut r, mut w) = connect(&addr).await?;
+            write_frame(&mut w, &Frame::ShipBegin).await?;
+            send_pieces(&mut w, &files).await?;
+            write_frame(&mut w, &Frame::FilesEnd(Ok(()))).await?;
+            w.flush().await?;
+            match read_frame(&mut r).await? {
+                Frame::ShipReply(Ok(())) => Ok(()),
+                Frame::ShipReply(Err(e)) => Err(io::Error::other(e)),
+                other => Err(unexpected(&other)),
+            }
+        }
+        .boxed()
+    }
+
+    fn fetch_files(
+        &self,
+        _from: NodeId,
+        _target: NodeId,
+        info: &NodeInfo,
+        names: Vec<String>,
+        mut into: Receiver,
+    ) -> BoxFuture<'static, io::Result<Receiver>> {
+        let addr = info.raft_addr.clone();
+        async move {
+            let result = async {
+                let (mut r, mut w) = connect(&addr).await?;
+                write_frame(&mut w, &Frame::Fetch(names)).await?;
+                w.flush().await?;
+                receive_pieces(&mut r, &mut into).await
+            }
+            .await;
+            match result {
+                Ok(()) => Ok(into),
+                Err(e) => {
+                    into.abandon_files();
+                    Err(e)
+                }
+            }
+        }
+        .boxed()
+    }
+}
+
+fn unexpected(frame: &Frame) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("unexpected frame {frame:?}"),
+    )
+}
+
+/// Reads `Piece` frames into `receiver` until `FilesEnd`.
+async fn receive_pieces<R: AsyncReadExt + Unpin>(
+    r: &mut R,
+    receiver: &mut Receiver,
+) -> io::Result<()> {
+    loop {
+        match read_frame(r).await? {
+            Frame::Piece(p) => receiver.piece(p)?,
+            Frame::FilesEnd(Ok(())) => return Ok(()),
+            Frame::FilesEnd(Err(e)) => return Err(io::Error::other(e)),
+            other => return Err(unexpected(&other)),
+        }
+    }
+}
+
+/// Writes `files` as `Piece` frames.
+async fn send_pieces<W: AsyncWriteExt + Unpin>(w: &mut W, files: &SnapshotFiles) -> io::Result<()> {
+    let w = tokio::sync::Mutex::new(w);
+    send_files(files, |piece| {
+        let w = &w;
+        async move { write_frame(&mut **w.lock().await, &Frame::Piece(piece)).await }
+    })
+    .await
 }
 
 /// Serves Raft connections on `listener` until the task is dropped.
@@ -244,12 +336,30 @@ async fn serve_connection(stream: TcpStream, service: Service) -> io::Result<()>
                 write_frame(&mut w, &Frame::SnapshotReply(reply)).await?;
                 w.flush().await?;
             }
-            other => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("unexpected frame {other:?}"),
-                ));
+            Frame::ShipBegin => {
+                let mut receiver = service.begin_staging()?;
+                let reply = match receive_pieces(&mut r, &mut receiver).await {
+                    Ok(()) => receiver.finish().map(|_| ()).map_err(|e| e.to_string()),
+                    Err(e) => {
+                        receiver.abandon_files();
+                        Err(e.to_string())
+                    }
+                };
+                write_frame(&mut w, &Frame::ShipReply(reply)).await?;
+                w.flush().await?;
             }
+            Frame::Fetch(names) => {
+                let sent = async {
+                    for files in service.files_for(&names)? {
+                        send_pieces(&mut w, &files).await?;
+                    }
+                    Ok::<(), io::Error>(())
+                }
+                .await;
+                write_frame(&mut w, &Frame::FilesEnd(sent.map_err(|e| e.to_string()))).await?;
+                w.flush().await?;
+            }
+            other => return Err(unexpected(&other)),
         }
     }
 }

@@ -4,11 +4,13 @@
 #![allow(dead_code)]
 
 use parking_lot::Mutex;
+use shale::fs::Fs;
 use shale::fs::{FaultFs, MemFs};
 use shale::{Options, WriteBatch};
 use shale_repl::network::local::LocalNetwork;
 use shale_repl::{
-    ApplyHook, Command, NodeId, NodeInfo, RaftTiming, ReplError, Replica, ReplicaConfig, Role,
+    ApplyHook, Command, NodeId, NodeInfo, RaftTiming, ReplError, Replica, ReplicaConfig,
+    ReplicationMode, Role, RubbleSettings,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -38,6 +40,8 @@ pub struct Cluster {
     pub nodes: BTreeMap<NodeId, Node>,
     pub timing: RaftTiming,
     pub memtable_bytes: usize,
+    pub mode: ReplicationMode,
+    pub rubble: RubbleSettings,
 }
 
 pub fn info(id: NodeId) -> NodeInfo {
@@ -82,6 +86,20 @@ impl Cluster {
             nodes: BTreeMap::new(),
             timing: fast_timing(),
             memtable_bytes,
+            mode: ReplicationMode::Baseline,
+            rubble: RubbleSettings {
+                fallback_after: Duration::from_secs(2),
+                ship_timeout: Duration::from_secs(2),
+                ..RubbleSettings::default()
+            },
+        }
+    }
+
+    /// A cluster in `mode`.
+    pub fn with_mode(seed: u64, memtable_bytes: usize, mode: ReplicationMode) -> Cluster {
+        Cluster {
+            mode,
+            ..Cluster::new(seed, memtable_bytes)
         }
     }
 
@@ -113,6 +131,7 @@ impl Cluster {
             let kind = match command {
                 Some(Command::Write(_)) => "write",
                 Some(Command::SwitchMemtable) => "switch",
+                Some(Command::InstallEdit(_)) => "edit",
                 None => "raft",
             };
             if let Some(&old) = a.kinds.get(&index) {
@@ -143,6 +162,8 @@ impl Cluster {
             engine: self.options(&fs),
             timing: self.timing.clone(),
             hook: Some(hook),
+            mode: self.mode,
+            rubble: self.rubble.clone(),
         };
         let replica = Replica::open(config, Arc::new(self.net.clone()))
             .await
@@ -349,6 +370,75 @@ impl Cluster {
         // Every switch index any node applied is a switch at that index on every node that
         // applied the index (checked through `kinds` above); report them for the record.
         let _ = switches;
+        if self.mode == ReplicationMode::Rubble {
+            self.check_rubble();
+        }
+    }
+
+    /// Rubble mode's invariants: nodes at the same applied index hold the same live files (names
+    /// and checksums) and the same sealed memtables (sealed at the same indexes); no node ran
+    /// blob GC of its own.
+    pub fn check_rubble(&self) {
+        let mut seen: HashMap<u64, (NodeId, Vec<(String, u32)>, Vec<u64>)> = HashMap::new();
+        for id in self.running() {
+            let r = self.replica(id);
+            let before = r.applied_index();
+            let files = self.live_files(id);
+            let sealed = r.db().sealed_positions();
+            if r.applied_index() != before {
+                continue;
+            }
+            assert_eq!(r.db().stats().gc_runs, 0, "node {id} ran blob GC");
+            match seen.get(&before) {
+                Some((other, f, s)) => {
+                    assert_eq!(
+                        (f, s),
+                        (&files, &sealed),
+                        "nodes {other} and {id} at index {before} hold different files or \
+                         memtables"
+                    );
+                }
+                None => {
+                    seen.insert(before, (id, files, sealed));
+                }
+            }
+        }
+    }
+
+    /// Node `id`'s live SST and blob files with their CRC32C.
+    pub fn live_files(&self, id: NodeId) -> Vec<(String, u32)> {
+        let r = self.replica(id);
+        let fs = &self.nodes[&id].fs;
+        r.db()
+            .live_file_names()
+            .into_iter()
+            .filter_map(|n| {
+                // A file deleted between listing and reading belongs to an older version.
+                let data = fs.read_all(&r.db().path().join(&n)).ok()?;
+                Some((n, crc32c::crc32c(&data)))
+            })
+            .collect()
+    }
+
+    /// Table and blob files in node `id`'s engine directory that its live version does not
+    /// name, and files left in its staging directory.
+    pub fn orphans(&self, id: NodeId) -> Vec<String> {
+        let r = self.replica(id);
+        let fs = &self.nodes[&id].fs;
+        let live = r.db().live_file_names();
+        let mut out: Vec<String> = fs
+            .list_dir(r.db().path())
+            .expect("list the engine directory")
+            .into_iter()
+            .filter(|n| (n.ends_with(".sst") || n.ends_with(".blob")) && !live.contains(n))
+            .collect();
+        out.extend(
+            fs.list_dir(&r.db().staging_dir())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|n| format!("staging/{n}")),
+        );
+        out
     }
 }
 

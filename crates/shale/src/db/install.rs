@@ -147,6 +147,23 @@ impl Db {
             .find(|p| self.inner.fs.exists(p))
     }
 
+    /// Removes from staging the files numbered below `number` (files of terms before the one
+    /// that `number` starts, once no later entry can name them), and the file `damaged` if
+    /// given. Failures are ignored: staging is cleared at open anyway.
+    pub fn remove_staged(&self, below: u64, damaged: Option<&str>) {
+        let inner = &self.inner;
+        let staging = inner.dir.join(STAGING_DIR);
+        let Ok(names) = inner.fs.list_dir(&staging) else {
+            return;
+        };
+        for name in names {
+            let old = file_number_of(&name).is_some_and(|n| n < below);
+            if old || damaged == Some(name.as_str()) {
+                let _ = inner.fs.remove_file(&staging.join(&name));
+            }
+        }
+    }
+
     /// The log indexes that sealed the memtables waiting for their flush, oldest first.
     pub fn sealed_positions(&self) -> Vec<u64> {
         let state = self.inner.state.lock();

@@ -1,0 +1,487 @@
+//! Rubble mode (RubbleDB's "compact once, ship the files" on Raft): only the leader flushes and
+//! compacts; the other nodes install the files it made.
+//!
+//! On the leader two lanes run, one for flushes (in seal order) and one for compactions, each
+//! doing one job at a time:
+//! 1. prepare the job on the engine (`Db::prepare_flush` / `prepare_compaction`): output files
+//!    named `(term, counter)` by the leader's term, inputs held;
+//! 2. ship the outputs to every other node over the bulk channel (`Transport::ship_files`, a
+//!    connection of its own, never the Raft one), where they land in the engine's staging
+//!    directory, synced with the directory before the node answers;
+//! 3. once a quorum (the leader included) holds them, propose `InstallEdit` through the log;
+//!    every node applies it in log order (`state_machine`), fetching a file it lacks from the
+//!    leader or any other node first.
+//!
+//! A job whose term ended before its proposal, or that no quorum received in time, is abandoned
+//! (its inputs freed, its outputs removed); an edit that commits anyway finds its files on the
+//! nodes that acknowledged them.
+//!
+//! Staging files of older terms are removed once an entry of a newer term is applied (log terms
+//! never decrease, and an edit's files carry its entry's term), and all of them at open.
+//!
+//! Writes slow down gradually as sealed memtables wait for their install (pitfall: a dead
+//! follower must not pin memory forever): see [`RubbleSettings`].
+
+use crate::command::{Command, EditCommand};
+use crate::network::Transport;
+use crate::raft::{Consensus, NodeId, NodeInfo, Raft};
+use crate::snapshot::{FileInfo, SnapshotFiles};
+use parking_lot::Mutex;
+use shale::fs::Fs;
+use shale::{file_number, Db, InstallEdit};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which node does the flushes and compactions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReplicationMode {
+    /// Every node flushes and compacts its own engine.
+    #[default]
+    Baseline,
+    /// Only the leader does; the others install the files it ships.
+    Rubble,
+}
+
+impl std::str::FromStr for ReplicationMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ReplicationMode, String> {
+        match s {
+            "baseline" => Ok(ReplicationMode::Baseline),
+            "rubble" => Ok(ReplicationMode::Rubble),
+            other => Err(format!(
+                "replication-mode {other:?}: expected \"rubble\" or \"baseline\""
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for ReplicationMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReplicationMode::Baseline => "baseline",
+            ReplicationMode::Rubble => "rubble",
+        })
+    }
+}
+
+/// Rubble mode's knobs.
+#[derive(Debug, Clone)]
+pub struct RubbleSettings {
+    /// How long a node keeps trying to get an edit's files before it writes a flush's outputs
+    /// itself (`Db::write_flush_outputs`).
+    pub fallback_after: Duration,
+    /// How long the leader waits for a quorum to hold a job's files before it gives the job up.
+    pub ship_timeout: Duration,
+    /// Sealed memtables waiting for their install above which each new write entry waits
+    /// [`RubbleSettings::slowdown_step`] per memtable over.
+    pub slowdown_sealed: usize,
+    /// The delay per sealed memtable above [`RubbleSettings::slowdown_sealed`].
+    pub slowdown_step: Duration,
+    /// Sealed memtables waiting at which writes stop until an install makes room.
+    pub stop_sealed: usize,
+    /// Bytes per second the leader ships to each node at most (0: no limit).
+    pub ship_bytes_per_sec: u64,
+}
+
+impl Default for RubbleSettings {
+    fn default() -> RubbleSettings {
+        RubbleSettings {
+            fallback_after: Duration::from_secs(10),
+            ship_timeout: Duration::from_secs(10),
+            slowdown_sealed: 4,
+            slowdown_step: Duration::from_millis(2),
+            stop_sealed: 12,
+            ship_bytes_per_sec: 0,
+        }
+    }
+}
+
+/// What rubble mode did on one node, since open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RubbleStatus {
+    /// Sealed memtables whose flush is not installed yet.
+    pub sealed_not_installed: u64,
+    /// Bytes of files this node shipped (as leader) and fetched.
+    pub bytes_shipped: u64,
+    pub bytes_fetched: u64,
+    /// Edits this node proposed; edits it applied as installs, as stale no-ops; flushes it
+    /// wrote itself because it could not get the files.
+    pub edits_proposed: u64,
+    pub edits_installed: u64,
+    pub edits_stale: u64,
+    pub fallback_flushes: u64,
+    /// Microseconds writes waited for installs (the gradual stall).
+    pub stall_micros: u64,
+    /// On the leader: per node, the jobs whose files it does not hold yet.
+    pub install_lag: Vec<InstallLag>,
+}
+
+/// How far one node is behind in holding the leader's files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstallLag {
+    pub id: NodeId,
+    /// Jobs shipped to it and not acknowledged yet.
+    pub jobs_behind: u64,
+    /// Their bytes.
+    pub bytes_behind: u64,
+}
+
+/// Counters shared by the replica and its state machine.
+#[derive(Default)]
+pub(crate) struct RubbleCounters {
+    pub bytes_shipped: AtomicU64,
+    pub bytes_fetched: AtomicU64,
+    pub edits_proposed: AtomicU64,
+    pub stall_micros: AtomicU64,
+    /// Per node: (jobs, bytes) shipped and not acknowledged.
+    pub behind: Mutex<BTreeMap<NodeId, (u64, u64)>>,
+}
+
+/// Hands out the leader's file numbers: `(term, counter)`, the counter starting over in each
+/// term (a term has one leader, and a node never leads the same term twice).
+pub(crate) struct FileNumbers {
+    state: Mutex<(u64, u64)>,
+}
+
+impl FileNumbers {
+    pub(crate) fn new() -> FileNumbers {
+        FileNumbers {
+            state: Mutex::new((0, 0)),
+        }
+    }
+
+    pub(crate) fn next(&self, term: u64) -> u64 {
+        let mut s = self.state.lock();
+        if s.0 != term {
+            *s = (term, 0);
+        }
+        s.1 += 1;
+        file_number(term, s.1)
+    }
+}
+
+/// Which job a lane prepares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    Flush,
+    Compaction,
+}
+
+/// What the leader's lanes need.
+pub(crate) struct Leader {
+    pub id: NodeId,
+    pub raft: Raft,
+    pub db: Arc<Db>,
+    pub fs: Arc<dyn Fs>,
+    pub transport: Arc<dyn Transport>,
+    pub settings: RubbleSettings,
+    pub numbers: FileNumbers,
+    pub counters: Arc<RubbleCounters>,
+}
+
+/// The leader's term when this node leads, else `None`.
+pub(crate) fn leading_term(raft: &Raft, id: NodeId) -> Option<u64> {
+    let m = raft.metrics();
+    let m = m.borrow();
+    (m.state == openraft::ServerState::Leader && m.current_leader == Some(id))
+        .then_some(m.current_term)
+}
+
+/// The other nodes of the cluster (voters and learners) and how many voters make a quorum.
+fn peers(raft: &Raft, id: NodeId) -> (Vec<(NodeId, NodeInfo, bool)>, usize) {
+    let m = raft.metrics();
+    let m = m.borrow();
+    let membership = m.membership_config.membership();
+    let (voters, _) = crate::raft::voters_and_learners(membership);
+    let quorum = voters.len() / 2 + 1;
+    let others = crate::raft::nodes(membership)
+        .into_iter()
+        .filter(|(n, _)| *n != id)
+        .map(|(n, info)| (n, info, voters.contains(&n)))
+        .collect();
+    (others, quorum)
+}
+
+/// One lane of the leader: prepares, ships and proposes jobs while this node leads.
+pub(crate) async fn lane_loop(leader: Arc<Leader>, lane: Lane) {
+    loop {
+        tokio::time::sleep(crate::replica::HOUSEKEEPING_PERIOD).await;
+        while let Some(term) = leading_term(&leader.raft, leader.id) {
+            match run_job(&leader, lane, term).await {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, ?lane, "a rubble job failed");
+                    tokio::time::sleep(crate::replica::HOUSEKEEPING_PERIOD).await;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Prepares, ships and proposes one job; `Ok(false)` when there was none.
+async fn run_job(leader: &Arc<Leader>, lane: Lane, term: u64) -> Result<bool, String> {
+    let prepared = {
+        let leader = leader.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut next = || leader.numbers.next(term);
+            match lane {
+                Lane::Flush => leader.db.prepare_flush(&mut next),
+                Lane::Compaction => leader.db.prepare_compaction(&mut next),
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?
+    };
+    let Some(edit) = prepared else {
+        return Ok(false);
+    };
+    if let Err(e) = ship_to_quorum(leader, &edit).await {
+        leader.db.abandon_prepared(&edit);
+        return Err(e);
+    }
+    if leading_term(&leader.raft, leader.id) != Some(term) {
+        leader.db.abandon_prepared(&edit);
+        return Err("leadership changed before the edit was proposed".into());
+    }
+    leader
+        .counters
+        .edits_proposed
+        .fetch_add(1, Ordering::Relaxed);
+    let applied = leader
+        .raft
+        .propose(Command::InstallEdit(EditCommand::from(&edit)))
+        .await;
+    let result = match applied {
+        Ok(applied) => applied.await.map(|_| ()).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = result {
+        // Not applied here (yet): free the job. If the entry commits later, this node fetches
+        // the files back from a node that acknowledged them.
+        if leader.db.edit_is_current(&edit) {
+            leader.db.abandon_prepared(&edit);
+        }
+        return Err(e);
+    }
+    Ok(true)
+}
+
+/// Ships `edit`'s outputs to every other node and returns once a quorum (this node included)
+/// holds them; the transfers to the rest go on in the background.
+async fn ship_to_quorum(leader: &Arc<Leader>, edit: &InstallEdit) -> Result<(), String> {
+    let (others, quorum) = peers(&leader.raft, leader.id);
+    let bytes: u64 = edit.outputs.iter().map(|o| o.len).sum();
+    if edit.outputs.is_empty() {
+        return Ok(());
+    }
+    let files = outputs_of(&leader.db, &leader.fs, edit)?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for (id, info, voter) in others {
+        let (leader, files, tx) = (leader.clone(), files.clone(), tx.clone());
+        {
+            let mut behind = leader.counters.behind.lock();
+            let e = behind.entry(id).or_default();
+            e.0 += 1;
+            e.1 += bytes;
+        }
+        tokio::spawn(async move {
+            let ok = ship_all(&leader, id, &info, files).await;
+            {
+                let mut behind = leader.counters.behind.lock();
+                let e = behind.entry(id).or_default();
+                e.0 = e.0.saturating_sub(1);
+                e.1 = e.1.saturating_sub(bytes);
+            }
+            if ok {
+                leader
+                    .counters
+                    .bytes_shipped
+                    .fetch_add(bytes, Ordering::Relaxed);
+            }
+            let _ = tx.send(ok && voter);
+        });
+    }
+    drop(tx);
+    let mut holders = 1;
+    let deadline = tokio::time::sleep(leader.settings.ship_timeout);
+    tokio::pin!(deadline);
+    while holders < quorum {
+        tokio::select! {
+            got = rx.recv() => match got {
+                Some(true) => holders += 1,
+                Some(false) => {}
+                None => return Err(format!("only {holders} of {quorum} nodes hold the files")),
+            },
+            _ = &mut deadline => {
+                return Err(format!("only {holders} of {quorum} nodes hold the files in time"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ships `files` to node `id`, retrying a failed transfer while the deadline allows.
+async fn ship_all(leader: &Leader, id: NodeId, info: &NodeInfo, files: Vec<SnapshotFiles>) -> bool {
+    let deadline = tokio::time::Instant::now() + leader.settings.ship_timeout;
+    for f in files {
+        loop {
+            if let Some(pause) = rate_pause(&leader.settings, &f) {
+                tokio::time::sleep(pause).await;
+            }
+            let sent = tokio::time::timeout_at(
+                deadline,
+                leader.transport.ship_files(leader.id, id, info, f.clone()),
+            )
+            .await;
+            match sent {
+                Ok(Ok(())) => break,
+                Ok(Err(e)) if tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(node = id, error = %e, "shipping a file failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                _ => return false,
+            }
+        }
+    }
+    true
+}
+
+/// The time the rate limit asks a transfer of `files` to take, paid before it.
+fn rate_pause(settings: &RubbleSettings, files: &SnapshotFiles) -> Option<Duration> {
+    if settings.ship_bytes_per_sec == 0 {
+        return None;
+    }
+    let bytes: u64 = files.files.iter().map(|f| f.len).sum();
+    Some(Duration::from_secs_f64(
+        bytes as f64 / settings.ship_bytes_per_sec as f64,
+    ))
+}
+
+/// `edit`'s outputs on this node, one transfer per file (a file may be in the database
+/// directory or in staging).
+pub(crate) fn outputs_of(
+    db: &Db,
+    fs: &Arc<dyn Fs>,
+    edit: &InstallEdit,
+) -> Result<Vec<SnapshotFiles>, String> {
+    edit.outputs
+        .iter()
+        .map(|o| {
+            let path = db
+                .edit_file_path(&o.name)
+                .ok_or_else(|| format!("file {} is not here", o.name))?;
+            Ok(SnapshotFiles {
+                fs: fs.clone(),
+                dir: path.parent().map(|p| p.to_path_buf()).unwrap_or_default(),
+                files: vec![FileInfo {
+                    name: o.name.clone(),
+                    len: o.len,
+                }],
+            })
+        })
+        .collect()
+}
+
+/// How long the proposer waits before a new write entry, given the sealed memtables waiting
+/// for their install: nothing up to the slowdown threshold, then a step per memtable over it;
+/// `None` at the stop threshold (wait until an install).
+pub(crate) fn write_delay(settings: &RubbleSettings, sealed: usize) -> Option<Duration> {
+    if sealed >= settings.stop_sealed {
+        return None;
+    }
+    let over = sealed.saturating_sub(settings.slowdown_sealed) as u32;
+    Some(settings.slowdown_step * over)
+}
+
+/// Gets an edit's files onto a node that lacks them: from any other node (the leader, or a
+/// node that acknowledged them), and after [`RubbleSettings::fallback_after`] by writing a
+/// flush's outputs itself.
+pub(crate) struct Fetcher {
+    pub id: NodeId,
+    pub transport: Arc<dyn Transport>,
+    pub fs: Arc<dyn Fs>,
+    pub settings: RubbleSettings,
+    pub counters: Arc<RubbleCounters>,
+}
+
+/// How long one fetch from one node may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause between rounds of fetch attempts.
+const FETCH_RETRY: Duration = Duration::from_millis(50);
+
+impl Fetcher {
+    /// Blocks (the state machine's thread) until every file of the current `edit` is here, the
+    /// node stops (`Err`), or the fallback wrote them. `nodes` lists the cluster's nodes.
+    pub(crate) fn obtain(
+        &self,
+        db: &Db,
+        edit: &InstallEdit,
+        nodes: &BTreeMap<NodeId, NodeInfo>,
+        stopping: &std::sync::atomic::AtomicBool,
+    ) -> Result<(), String> {
+        let start = std::time::Instant::now();
+        let handle = tokio::runtime::Handle::current();
+        let mut fallback_tried = false;
+        loop {
+            let missing = db.missing_outputs(edit);
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if stopping.load(Ordering::Acquire) {
+                return Err("the node is stopping".into());
+            }
+            let names: Vec<String> = missing.iter().map(|o| o.name.clone()).collect();
+            let bytes: u64 = missing.iter().map(|o| o.len).sum();
+            for (&peer, info) in nodes.iter().filter(|(n, _)| **n != self.id) {
+                let receiver = crate::snapshot::Receiver::new(self.fs.clone(), db.staging_dir())
+                    .map_err(|e| e.to_string())?;
+                let fetched = handle.block_on(tokio::time::timeout(
+                    FETCH_TIMEOUT,
+                    self.transport
+                        .fetch_files(self.id, peer, info, names.clone(), receiver),
+                ));
+                match fetched {
+                    Ok(Ok(receiver)) => match receiver.finish() {
+                        Ok(_) => {
+                            self.counters
+                                .bytes_fetched
+                                .fetch_add(bytes, Ordering::Relaxed);
+                            break;
+                        }
+                        Err(e) => tracing::debug!(node = peer, error = %e, "a fetch failed"),
+                    },
+                    Ok(Err(e)) => tracing::debug!(node = peer, error = %e, "a fetch failed"),
+                    Err(_) => tracing::debug!(node = peer, "a fetch timed out"),
+                }
+            }
+            if db.missing_outputs(edit).is_empty() {
+                return Ok(());
+            }
+            if !fallback_tried
+                && edit.input_memtables.len() == 1
+                && start.elapsed() >= self.settings.fallback_after
+            {
+                fallback_tried = true;
+                match db.write_flush_outputs(edit) {
+                    Ok(true) => {
+                        tracing::warn!(
+                            memtable = edit.input_memtables[0],
+                            "no node could send a flush's files: wrote them here"
+                        );
+                        return Ok(());
+                    }
+                    Ok(false) => {
+                        tracing::warn!("a flush written here differs from the shipped one")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "writing a flush here failed"),
+                }
+            }
+            std::thread::sleep(FETCH_RETRY);
+        }
+    }
+}
