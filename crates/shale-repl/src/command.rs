@@ -40,10 +40,14 @@ pub struct EditCommand {
     pub flushed_upto: Option<u64>,
     /// The engine's version edit (MANIFEST encoding).
     pub edit: Vec<u8>,
+    /// Every node's flushed position was past this index when the leader proposed the edit:
+    /// files retired by edits up to it are dropped (`shale::Db::drop_retired`).
+    pub retired_upto: u64,
 }
 
-impl From<&shale::InstallEdit> for EditCommand {
-    fn from(e: &shale::InstallEdit) -> EditCommand {
+impl EditCommand {
+    /// The log's form of `e`.
+    pub fn new(e: &shale::InstallEdit, retired_upto: u64) -> EditCommand {
         EditCommand {
             input_memtables: e.input_memtables.clone(),
             input_files: e.input_files.clone(),
@@ -54,11 +58,10 @@ impl From<&shale::InstallEdit> for EditCommand {
                 .collect(),
             flushed_upto: e.flushed_upto,
             edit: e.edit.clone(),
+            retired_upto,
         }
     }
-}
 
-impl EditCommand {
     /// The engine's form.
     pub fn to_engine(&self) -> shale::InstallEdit {
         shale::InstallEdit {

@@ -39,6 +39,6 @@ pub use replica::{
     ClusterStatus, FollowerStatus, PendingWrite, Replica, ReplicaConfig, Role, GROUP_BYTES,
     MAX_ENTRY_BYTES,
 };
-pub use rubble::{InstallLag, ReplicationMode, RubbleSettings, RubbleStatus};
+pub use rubble::{BeforePropose, InstallLag, ReplicationMode, RubbleSettings, RubbleStatus};
 pub use snapshot::{FileInfo, Piece, Receiver, SnapshotFiles};
 pub use state_machine::ApplyHook;

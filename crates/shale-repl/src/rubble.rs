@@ -66,8 +66,12 @@ impl std::fmt::Display for ReplicationMode {
     }
 }
 
+/// Called once a quorum holds a job's files, just before its edit is proposed; the lane waits
+/// for the pause it returns (tests stop or depose a leader there).
+pub type BeforePropose = Arc<dyn Fn() -> Option<Duration> + Send + Sync>;
+
 /// Rubble mode's knobs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RubbleSettings {
     /// How long a node keeps trying to get an edit's files before it writes a flush's outputs
     /// itself (`Db::write_flush_outputs`).
@@ -83,6 +87,21 @@ pub struct RubbleSettings {
     pub stop_sealed: usize,
     /// Bytes per second the leader ships to each node at most (0: no limit).
     pub ship_bytes_per_sec: u64,
+    /// See [`BeforePropose`].
+    pub before_propose: Option<BeforePropose>,
+}
+
+impl std::fmt::Debug for RubbleSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RubbleSettings")
+            .field("fallback_after", &self.fallback_after)
+            .field("ship_timeout", &self.ship_timeout)
+            .field("slowdown_sealed", &self.slowdown_sealed)
+            .field("slowdown_step", &self.slowdown_step)
+            .field("stop_sealed", &self.stop_sealed)
+            .field("ship_bytes_per_sec", &self.ship_bytes_per_sec)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for RubbleSettings {
@@ -94,6 +113,7 @@ impl Default for RubbleSettings {
             slowdown_step: Duration::from_millis(2),
             stop_sealed: 12,
             ship_bytes_per_sec: 0,
+            before_propose: None,
         }
     }
 }
@@ -137,6 +157,8 @@ pub(crate) struct RubbleCounters {
     pub stall_micros: AtomicU64,
     /// Per node: (jobs, bytes) shipped and not acknowledged.
     pub behind: Mutex<BTreeMap<NodeId, (u64, u64)>>,
+    /// Per node: its flushed log index, as its last acknowledgement said.
+    pub flushed: Mutex<BTreeMap<NodeId, u64>>,
 }
 
 /// Hands out the leader's file numbers: `(term, counter)`, the counter starting over in each
@@ -244,6 +266,9 @@ async fn run_job(leader: &Arc<Leader>, lane: Lane, term: u64) -> Result<bool, St
         leader.db.abandon_prepared(&edit);
         return Err(e);
     }
+    if let Some(pause) = leader.settings.before_propose.as_ref().and_then(|h| h()) {
+        tokio::time::sleep(pause).await;
+    }
     if leading_term(&leader.raft, leader.id) != Some(term) {
         leader.db.abandon_prepared(&edit);
         return Err("leadership changed before the edit was proposed".into());
@@ -252,9 +277,10 @@ async fn run_job(leader: &Arc<Leader>, lane: Lane, term: u64) -> Result<bool, St
         .counters
         .edits_proposed
         .fetch_add(1, Ordering::Relaxed);
+    let retired_upto = retired_watermark(leader);
     let applied = leader
         .raft
-        .propose(Command::InstallEdit(EditCommand::from(&edit)))
+        .propose(Command::InstallEdit(EditCommand::new(&edit, retired_upto)))
         .await;
     let result = match applied {
         Ok(applied) => applied.await.map(|_| ()).map_err(|e| e.to_string()),
@@ -269,6 +295,18 @@ async fn run_job(leader: &Arc<Leader>, lane: Lane, term: u64) -> Result<bool, St
         return Err(e);
     }
     Ok(true)
+}
+
+/// The lowest flushed index of any node as far as this leader knows (0 for a node that never
+/// acknowledged a transfer): no node replays an edit at or below it any more.
+fn retired_watermark(leader: &Leader) -> u64 {
+    let (others, _) = peers(&leader.raft, leader.id);
+    let flushed = leader.counters.flushed.lock();
+    let own = leader.db.flushed_position().map_or(0, |p| p.index);
+    others
+        .iter()
+        .map(|(id, _, _)| flushed.get(id).copied().unwrap_or(0))
+        .fold(own, u64::min)
 }
 
 /// Ships `edit`'s outputs to every other node and returns once a quorum (this node included)
@@ -290,7 +328,13 @@ async fn ship_to_quorum(leader: &Arc<Leader>, edit: &InstallEdit) -> Result<(), 
             e.1 += bytes;
         }
         tokio::spawn(async move {
-            let ok = ship_all(&leader, id, &info, files).await;
+            let flushed = ship_all(&leader, id, &info, files).await;
+            if let Some(f) = flushed {
+                let mut known = leader.counters.flushed.lock();
+                let e = known.entry(id).or_default();
+                *e = (*e).max(f);
+            }
+            let ok = flushed.is_some();
             {
                 let mut behind = leader.counters.behind.lock();
                 let e = behind.entry(id).or_default();
@@ -326,8 +370,15 @@ async fn ship_to_quorum(leader: &Arc<Leader>, edit: &InstallEdit) -> Result<(), 
 }
 
 /// Ships `files` to node `id`, retrying a failed transfer while the deadline allows.
-async fn ship_all(leader: &Leader, id: NodeId, info: &NodeInfo, files: Vec<SnapshotFiles>) -> bool {
+/// (Returns the node's flushed index once it holds them all.)
+async fn ship_all(
+    leader: &Leader,
+    id: NodeId,
+    info: &NodeInfo,
+    files: Vec<SnapshotFiles>,
+) -> Option<u64> {
     let deadline = tokio::time::Instant::now() + leader.settings.ship_timeout;
+    let mut flushed = 0;
     for f in files {
         loop {
             if let Some(pause) = rate_pause(&leader.settings, &f) {
@@ -339,16 +390,19 @@ async fn ship_all(leader: &Leader, id: NodeId, info: &NodeInfo, files: Vec<Snaps
             )
             .await;
             match sent {
-                Ok(Ok(())) => break,
+                Ok(Ok(f)) => {
+                    flushed = f;
+                    break;
+                }
                 Ok(Err(e)) if tokio::time::Instant::now() < deadline => {
                     tracing::debug!(node = id, error = %e, "shipping a file failed; retrying");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                _ => return false,
+                _ => return None,
             }
         }
     }
-    true
+    Some(flushed)
 }
 
 /// The time the rate limit asks a transfer of `files` to take, paid before it.

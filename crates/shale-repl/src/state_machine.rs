@@ -134,10 +134,10 @@ impl Shared {
                         .map_err(storage_err)?;
                         self.inner.lock().switch_indexes.push(index);
                     }
-                    Command::InstallEdit(edit) => {
-                        let edit = edit.to_engine();
+                    Command::InstallEdit(cmd) => {
+                        let edit = cmd.to_engine();
                         tokio::task::block_in_place(|| {
-                            self.install(index, log_id.leader_id.term, &edit)
+                            self.install(index, log_id.leader_id.term, &edit, cmd.retired_upto)
                         })
                         .map_err(storage_err)?;
                     }
@@ -153,7 +153,13 @@ impl Shared {
     /// Applies an `InstallEdit` (rubble mode): gets its files when it is current and they are
     /// not here, then installs it (or, stale, does nothing), then drops staged files of older
     /// terms. Blocks the applier meanwhile: later entries wait for this one.
-    fn install(&self, index: u64, term: u64, edit: &shale::InstallEdit) -> Result<(), String> {
+    fn install(
+        &self,
+        index: u64,
+        term: u64,
+        edit: &shale::InstallEdit,
+        retired_upto: u64,
+    ) -> Result<(), String> {
         let db = &self.db;
         let Some(fetcher) = &self.fetcher else {
             return Err("an InstallEdit entry on a node not in rubble mode".into());
@@ -180,6 +186,7 @@ impl Shared {
             }
         }
         db.remove_staged(shale::file_number(term, 0), None);
+        db.drop_retired(retired_upto);
         Ok(())
     }
 
@@ -296,6 +303,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 .db
                 .install_checkpoint(&files.dir)
                 .map_err(|e| e.to_string())?;
+            if shared.fetcher.is_some() {
+                // Edits the snapshot covers are never applied here: their staged files would
+                // stay forever. Later edits fetch theirs again.
+                shared.db.remove_staged(u64::MAX, None);
+            }
             {
                 let mut s = shared.inner.lock();
                 s.applied = meta.last_log_id;

@@ -7,7 +7,7 @@ mod common;
 use common::{put, Cluster};
 use shale_repl::lincheck::{self, Event, Op, Verdict};
 use shale_repl::network::local::Faults;
-use shale_repl::{ReplError, Replica};
+use shale_repl::{ReplError, Replica, ReplicationMode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,16 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_clients_see_a_linearizable_history_through_faults() {
-    let mut c = Cluster::new(5, 8 << 10);
+    run(ReplicationMode::Baseline).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_see_a_linearizable_history_through_faults_in_rubble_mode() {
+    run(ReplicationMode::Rubble).await;
+}
+
+async fn run(mode: ReplicationMode) {
+    let mut c = Cluster::with_mode(5, 8 << 10, mode);
     c.bootstrap(&[1, 2, 3]).await;
     let epoch = Instant::now();
     let nodes: Vec<Arc<Replica>> = [1, 2, 3].iter().map(|&i| c.replica(i)).collect();

@@ -56,6 +56,8 @@ struct State {
     services: HashMap<NodeId, Service>,
     /// Directed links that carry nothing.
     cut: BTreeSet<(NodeId, NodeId)>,
+    /// Nodes that neither send nor receive shipped or fetched files (Raft messages still pass).
+    files_blocked: BTreeSet<NodeId>,
     faults: Faults,
     rng: u64,
     counts: FaultCounts,
@@ -106,6 +108,7 @@ impl LocalNetwork {
             state: Arc::new(Mutex::new(State {
                 services: HashMap::new(),
                 cut: BTreeSet::new(),
+                files_blocked: BTreeSet::new(),
                 faults: Faults::default(),
                 rng: seed,
                 counts: FaultCounts::default(),
@@ -158,10 +161,27 @@ impl LocalNetwork {
         }
     }
 
+    /// Blocks (or unblocks) every file transfer to and from `node`, leaving its Raft messages
+    /// alone.
+    pub fn block_files(&self, node: NodeId, blocked: bool) {
+        let mut s = self.state.lock();
+        if blocked {
+            s.files_blocked.insert(node);
+        } else {
+            s.files_blocked.remove(&node);
+        }
+    }
+
+    fn files_pass(&self, a: NodeId, b: NodeId) -> bool {
+        let s = self.state.lock();
+        !s.files_blocked.contains(&a) && !s.files_blocked.contains(&b)
+    }
+
     /// Restores every link and removes every fault.
     pub fn heal(&self) {
         let mut s = self.state.lock();
         s.cut.clear();
+        s.files_blocked.clear();
         s.faults = Faults::default();
     }
 
@@ -265,10 +285,13 @@ impl Transport for LocalNetwork {
         target: NodeId,
         _info: &NodeInfo,
         files: SnapshotFiles,
-    ) -> BoxFuture<'static, io::Result<()>> {
+    ) -> BoxFuture<'static, io::Result<u64>> {
         let net = self.clone();
         async move {
-            let Some(service) = net.route(from, target) else {
+            let Some(service) = net
+                .route(from, target)
+                .filter(|_| net.files_pass(from, target))
+            else {
                 return Err(unreachable("link cut or node down"));
             };
             net.state.lock().counts.files_shipped += 1;
@@ -277,11 +300,11 @@ impl Transport for LocalNetwork {
                 receiver.abandon_files();
                 return Err(e);
             }
-            receiver.finish()?;
+            let flushed = service.finish_staging(receiver)?;
             if net.route(target, from).is_none() {
                 return Err(unreachable("the acknowledgement's link is cut"));
             }
-            Ok(())
+            Ok(flushed)
         }
         .boxed()
     }
@@ -296,7 +319,10 @@ impl Transport for LocalNetwork {
     ) -> BoxFuture<'static, io::Result<Receiver>> {
         let net = self.clone();
         async move {
-            let Some(service) = net.route(from, target) else {
+            let Some(service) = net
+                .route(from, target)
+                .filter(|_| net.files_pass(from, target))
+            else {
                 return Err(unreachable("link cut or node down"));
             };
             net.state.lock().counts.files_fetched += 1;

@@ -63,14 +63,15 @@ pub trait Transport: Send + Sync + 'static {
     ) -> BoxFuture<'static, io::Result<SnapshotResp>>;
 
     /// Bulk channel (rubble mode): streams `files` into `target`'s staging directory; `Ok` once
-    /// the target holds them durably (each file and the directory synced).
+    /// the target holds them durably (each file and the directory synced), with the target's
+    /// flushed log index.
     fn ship_files(
         &self,
         from: NodeId,
         target: NodeId,
         info: &NodeInfo,
         files: SnapshotFiles,
-    ) -> BoxFuture<'static, io::Result<()>>;
+    ) -> BoxFuture<'static, io::Result<u64>>;
 
     /// Bulk channel (rubble mode): has `target` stream the edit files `names` (from its
     /// database directory or staging) into `into`, which is returned to be finished.
@@ -151,6 +152,30 @@ impl Service {
     pub fn begin_staging(&self) -> io::Result<Receiver> {
         let fs = self.shared.snapshots.lock().fs().clone();
         Receiver::new(fs, self.shared.db.staging_dir())
+    }
+
+    /// Completes a transfer into staging: files synced with the directory; a file that arrived
+    /// after its edit was installed here (it was fetched meanwhile) is dropped again. Returns
+    /// this node's flushed log index, for the acknowledgement.
+    ///
+    /// # Errors
+    /// A file left incomplete, or an I/O error.
+    pub fn finish_staging(&self, receiver: Receiver) -> io::Result<u64> {
+        let files = receiver.finish()?;
+        let db = &self.shared.db;
+        for f in &files.files {
+            if db.path().join(&f.name) != files.dir.join(&f.name)
+                && files.fs.exists(&db.path().join(&f.name))
+            {
+                let _ = files.fs.remove_file(&files.dir.join(&f.name));
+            }
+        }
+        Ok(self.flushed_index())
+    }
+
+    /// This node's flushed log index (0 before the first flush).
+    pub fn flushed_index(&self) -> u64 {
+        self.shared.db.flushed_position().map_or(0, |p| p.index)
     }
 
     /// The edit files `names` as this node holds them, one transfer each.

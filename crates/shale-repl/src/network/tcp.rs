@@ -47,7 +47,7 @@ pub enum Frame {
     /// The files of a `ShipBegin` or a `Fetch` are complete (or the sender failed).
     FilesEnd(Result<(), String>),
     /// The receiver holds the shipped files durably (or why not).
-    ShipReply(Result<(), String>),
+    ShipReply(Result<u64, String>),
     /// Rubble mode: send these edit files back (as `Piece`s, then `FilesEnd`).
     Fetch(Vec<String>),
 }
@@ -198,7 +198,7 @@ impl Transport for TcpTransport {
         _target: NodeId,
         info: &NodeInfo,
         files: SnapshotFiles,
-    ) -> BoxFuture<'static, io::Result<()>> {
+    ) -> BoxFuture<'static, io::Result<u64>> {
         let addr = info.raft_addr.clone();
         async move {
             let (mut r, mut w) = connect(&addr).await?;
@@ -207,7 +207,7 @@ impl Transport for TcpTransport {
             write_frame(&mut w, &Frame::FilesEnd(Ok(()))).await?;
             w.flush().await?;
             match read_frame(&mut r).await? {
-                Frame::ShipReply(Ok(())) => Ok(()),
+                Frame::ShipReply(Ok(flushed)) => Ok(flushed),
                 Frame::ShipReply(Err(e)) => Err(io::Error::other(e)),
                 other => Err(unexpected(&other)),
             }
@@ -339,7 +339,7 @@ async fn serve_connection(stream: TcpStream, service: Service) -> io::Result<()>
             Frame::ShipBegin => {
                 let mut receiver = service.begin_staging()?;
                 let reply = match receive_pieces(&mut r, &mut receiver).await {
-                    Ok(()) => receiver.finish().map(|_| ()).map_err(|e| e.to_string()),
+                    Ok(()) => service.finish_staging(receiver).map_err(|e| e.to_string()),
                     Err(e) => {
                         receiver.abandon_files();
                         Err(e.to_string())

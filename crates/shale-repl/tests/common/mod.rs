@@ -379,7 +379,7 @@ impl Cluster {
     /// and checksums) and the same sealed memtables (sealed at the same indexes); no node ran
     /// blob GC of its own.
     pub fn check_rubble(&self) {
-        let mut seen: HashMap<u64, (NodeId, Vec<(String, u32)>, Vec<u64>)> = HashMap::new();
+        let mut seen: HashMap<u64, (NodeId, LiveFiles, Vec<u64>)> = HashMap::new();
         for id in self.running() {
             let r = self.replica(id);
             let before = r.applied_index();
@@ -406,7 +406,7 @@ impl Cluster {
     }
 
     /// Node `id`'s live SST and blob files with their CRC32C.
-    pub fn live_files(&self, id: NodeId) -> Vec<(String, u32)> {
+    pub fn live_files(&self, id: NodeId) -> LiveFiles {
         let r = self.replica(id);
         let fs = &self.nodes[&id].fs;
         r.db()
@@ -441,6 +441,9 @@ impl Cluster {
         out
     }
 }
+
+/// Live file names with their CRC32C.
+pub type LiveFiles = Vec<(String, u32)>;
 
 /// A write of one key with a value naming it uniquely.
 pub fn put(key: &str, value: &str) -> WriteBatch {

@@ -42,6 +42,10 @@ use std::sync::Arc;
 
 /// The directory, inside the database directory, where shipped files wait for their edit.
 pub const STAGING_DIR: &str = "staging";
+/// The directory, inside the database directory, that keeps the input files of installed edits
+/// as `<index>-<name>` (the index of the edit that removed them) for nodes that replay older
+/// edits and fetch their files, until [`Db::drop_retired`].
+pub const RETIRED_DIR: &str = "retired";
 
 /// Bits of a file number that hold the counter; the term is above them.
 const COUNTER_BITS: u32 = 32;
@@ -145,6 +149,26 @@ impl Db {
         [self.inner.dir.join(name), self.staging_dir().join(name)]
             .into_iter()
             .find(|p| self.inner.fs.exists(p))
+            .or_else(|| retired_path(&self.inner, name))
+    }
+
+    /// Removes the retired files of edits at log index `upto` and before: no node will replay
+    /// those edits' successors from before them any more (the caller knows every node's flushed
+    /// position is past `upto`).
+    pub fn drop_retired(&self, upto: u64) {
+        let inner = &self.inner;
+        let dir = inner.dir.join(RETIRED_DIR);
+        let Ok(names) = inner.fs.list_dir(&dir) else {
+            return;
+        };
+        for name in names {
+            let index = name
+                .split_once('-')
+                .and_then(|(i, _)| i.parse::<u64>().ok());
+            if index.is_some_and(|i| i <= upto) {
+                let _ = inner.fs.remove_file(&dir.join(&name));
+            }
+        }
     }
 
     /// Removes from staging the files numbered below `number` (files of terms before the one
@@ -428,19 +452,32 @@ impl Db {
                 continue;
             }
             let staged = inner.dir.join(STAGING_DIR).join(&o.name);
-            if !inner.fs.exists(&staged) {
+            if inner.fs.exists(&staged) {
+                check_file(inner, &staged, o)?;
+                inner
+                    .fs
+                    .rename(&staged, &path)
+                    .ctx(|| format!("move {} out of staging", o.name))?;
+            } else if let Some(retired) = retired_path(inner, &o.name) {
+                check_file(inner, &retired, o)?;
+                inner
+                    .fs
+                    .link(&retired, &path)
+                    .ctx(|| format!("link {} back from retired", o.name))?;
+            } else {
                 return Err(Error::io(
                     std::io::Error::from(std::io::ErrorKind::NotFound),
                     format!("file {} of log entry {index} is not here yet", o.name),
                 ));
             }
-            check_file(inner, &staged, o)?;
-            inner
-                .fs
-                .rename(&staged, &path)
-                .ctx(|| format!("move {} out of staging", o.name))?;
+            if let Some(n) = file_number_of(&o.name) {
+                // Not live yet: protected from the removal of obsolete files until installed.
+                state.pending_outputs.insert(n);
+            }
             moved = true;
         }
+        // The inputs stay fetchable for nodes that replay older edits (see `RETIRED_DIR`).
+        retire_inputs(inner, &state, &ve, index)?;
         let result = (|| {
             if moved {
                 inner
@@ -508,11 +545,7 @@ impl Db {
         let mut blobs: Vec<u64> = ve.blob_files.iter().map(|b| b.physical).collect();
         blobs.reverse();
         let staging = inner.dir.join(STAGING_DIR);
-        let scratch = staging.join(format!("fallback-{}", edit.input_memtables[0]));
-        inner
-            .fs
-            .create_dir_all(&scratch)
-            .ctx(|| format!("create {}", scratch.display()))?;
+        let scratch = staging.clone();
         let mut blob_numbers = Vec::new();
         let mut next_blob = || blobs.pop().unwrap_or(u64::MAX);
         let written = background::write_level0_into(
@@ -536,19 +569,12 @@ impl Db {
                 check_file(inner, &p, o).is_ok()
             });
         if matched {
-            for o in &edit.outputs {
-                inner
-                    .fs
-                    .rename(&scratch.join(&o.name), &staging.join(&o.name))
-                    .ctx(|| format!("move {} into staging", o.name))?;
-            }
-            inner
-                .fs
-                .sync_dir(&staging)
-                .ctx(|| format!("sync directory {}", staging.display()))?;
             inner.state.lock().log_jobs.fallback_flushes += 1;
+        } else {
+            for o in &edit.outputs {
+                let _ = inner.fs.remove_file(&scratch.join(&o.name));
+            }
         }
-        remove_tree(inner, &scratch);
         written?;
         Ok(matched)
     }
@@ -754,14 +780,10 @@ fn clear_staging(inner: &DbInner) -> Result<()> {
         .ctx(|| format!("list {}", staging.display()))?;
     for name in names {
         let path = staging.join(&name);
-        if name.starts_with("fallback-") {
-            remove_tree(inner, &path);
-        } else {
-            inner
-                .fs
-                .remove_file(&path)
-                .ctx(|| format!("remove {}", path.display()))?;
-        }
+        inner
+            .fs
+            .remove_file(&path)
+            .ctx(|| format!("remove {}", path.display()))?;
     }
     inner
         .fs
@@ -769,13 +791,52 @@ fn clear_staging(inner: &DbInner) -> Result<()> {
         .ctx(|| format!("sync directory {}", staging.display()))
 }
 
-fn remove_tree(inner: &DbInner, dir: &Path) {
-    if let Ok(names) = inner.fs.list_dir(dir) {
-        for n in names {
-            let _ = inner.fs.remove_file(&dir.join(n));
+/// Where a retired copy of `name` is, if any.
+fn retired_path(inner: &DbInner, name: &str) -> Option<PathBuf> {
+    let dir = inner.dir.join(RETIRED_DIR);
+    let names = inner.fs.list_dir(&dir).ok()?;
+    names
+        .into_iter()
+        .find(|n| n.split_once('-').is_some_and(|(_, rest)| rest == name))
+        .map(|n| dir.join(n))
+}
+
+/// Links the files `ve` removes into the retired directory under `index`, durably.
+fn retire_inputs(inner: &DbInner, state: &State, ve: &VersionEdit, index: u64) -> Result<()> {
+    let version = state.versions.current();
+    let mut paths: Vec<PathBuf> = ve
+        .deleted_files
+        .iter()
+        .filter(|(_, n)| !ve.new_files.iter().any(|(_, f)| f.number == *n))
+        .map(|(_, n)| filename::table(&inner.dir, *n))
+        .collect();
+    paths.extend(
+        ve.deleted_blob_files
+            .iter()
+            .filter_map(|l| version.blobs.get(l))
+            .map(|b| filename::blob(&inner.dir, b.physical)),
+    );
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let dir = inner.dir.join(RETIRED_DIR);
+    inner
+        .fs
+        .create_dir_all(&dir)
+        .ctx(|| format!("create {}", dir.display()))?;
+    for from in paths {
+        let to = dir.join(format!("{index}-{}", file_name(&from)));
+        if !inner.fs.exists(&to) {
+            inner
+                .fs
+                .link(&from, &to)
+                .ctx(|| format!("retire {}", from.display()))?;
         }
     }
-    let _ = inner.fs.remove_dir(dir);
+    inner
+        .fs
+        .sync_dir(&dir)
+        .ctx(|| format!("sync directory {}", dir.display()))
 }
 
 fn file_name(path: &Path) -> String {
