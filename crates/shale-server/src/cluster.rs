@@ -83,6 +83,8 @@ impl Cluster {
                 ..RaftTiming::default()
             },
             hook: None,
+            mode: shale_repl::ReplicationMode::Baseline,
+            rubble: shale_repl::RubbleSettings::default(),
         };
         let join = c.join;
         let replica = runtime.block_on(async move {
