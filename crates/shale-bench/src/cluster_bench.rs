@@ -1,15 +1,20 @@
 //! `shale-bench cluster-bench`: a replicated Shale cluster against one Shale node and against
 //! Redis with replicas, side by side.
 //!
-//! Three setups, each started fresh on loopback ports and temporary directories for every run:
+//! Four setups, each started fresh on loopback ports and temporary directories for every run:
 //! `rf3`, three `shale serve` processes forming a Raft cluster (the load goes to the leader);
+//! `rubble3`, the same in `--replication-mode rubble` (only the leader flushes and compacts and
+//! ships the files: the A/B comparison of the replication modes);
 //! `always`, one `shale serve --appendfsync always`; `redis3`, a Redis primary and two
 //! `replicaof` processes with `appendfsync everysec` (what Redis users run for availability).
 //! Against each: `redis-benchmark -t set,get -c 50 -d 100 -P 16`, then YCSB load and workload A
-//! through the RESP backend (1 KiB values, 16 threads). Setups alternate their order between
-//! rounds; the report gives medians over rounds of throughput, p99 and p99.9, the CPU-seconds of
-//! every server process (from `/proc/PID/stat`), bytes on disk per node, the ratios the issue's
-//! targets name, and a two-thread CPU check per round.
+//! through the RESP backend (1 KiB values by default, 16 threads), and with `--workloads a,g`
+//! workload G (100% updates) on the loaded records. Setups alternate their order between rounds;
+//! the report gives medians over rounds of throughput, p99 and p99.9, the CPU-seconds of every
+//! server process (from `/proc/PID/stat`; for the clusters split into the leader and the
+//! followers, and per million operations), the followers' own flushes and compactions and the
+//! bytes the leader shipped (from `INFO`), bytes on disk per node, the ratios the issues' targets
+//! name, and a two-thread CPU check per round.
 
 use crate::compare::median;
 use crate::cpucheck::{rounds_line, sysbench_cpu_events_per_sec};
@@ -26,8 +31,13 @@ use std::time::{Duration, Instant};
 
 /// Usage of the subcommand.
 pub const USAGE: &str = "\
-Usage: shale-bench cluster-bench [--rounds N] [--requests N] [--records N] [--setups rf3,always,redis3]
+Usage: shale-bench cluster-bench [--rounds N] [--requests N] [--records N]
+                                 [--setups rf3,rubble3,always,redis3] [--workloads a,g]
+                                 [--value-size BYTES] [--write-buffer-size BYTES]
                                  [--shale-bin PATH] [--cpucheck SECS] [--out FILE.md]";
+
+/// The setups `--setups` may name.
+const SETUPS: [&str; 4] = ["rf3", "rubble3", "always", "redis3"];
 
 /// Arguments.
 #[derive(Debug, Clone)]
@@ -38,6 +48,13 @@ pub struct ClusterBenchArgs {
     /// YCSB record count (and operation count of workload A).
     pub records: u64,
     pub setups: Vec<String>,
+    /// YCSB workloads after the load: `a`, and `g` (100% updates) on the same records.
+    pub workloads: Vec<String>,
+    /// YCSB value bytes (one field); redis-benchmark keeps `-d 100`.
+    pub value_size: u64,
+    /// `shale serve --write-buffer-size` (memtable bytes) for the Shale setups; 0 keeps the
+    /// server's default.
+    pub write_buffer_size: u64,
     pub shale_bin: Option<PathBuf>,
     pub cpucheck_secs: u32,
     pub out: Option<PathBuf>,
@@ -50,6 +67,9 @@ impl Default for ClusterBenchArgs {
             requests: 1_000_000,
             records: 200_000,
             setups: vec!["rf3".into(), "always".into(), "redis3".into()],
+            workloads: vec!["a".into()],
+            value_size: 1024,
+            write_buffer_size: 0,
             shale_bin: None,
             cpucheck_secs: 5,
             out: None,
@@ -84,16 +104,23 @@ pub fn parse_args(args: &[String]) -> Result<Option<ClusterBenchArgs>> {
             "--out" => a.out = Some(PathBuf::from(value)),
             "--setups" => {
                 a.setups = value.split(',').map(str::to_string).collect();
-                if let Some(bad) = a
-                    .setups
-                    .iter()
-                    .find(|s| !["rf3", "always", "redis3"].contains(&s.as_str()))
-                {
+                if let Some(bad) = a.setups.iter().find(|s| !SETUPS.contains(&s.as_str())) {
                     return Err(Error::usage(format!(
-                        "unknown setup {bad:?}: rf3, always or redis3"
+                        "unknown setup {bad:?}: {}",
+                        SETUPS.join(", ")
                     )));
                 }
             }
+            "--workloads" => {
+                a.workloads = value.split(',').map(str::to_lowercase).collect();
+                if a.workloads.first().map(String::as_str) != Some("a")
+                    || a.workloads.iter().skip(1).any(|w| w != "g")
+                {
+                    return Err(Error::usage("--workloads: a, or a,g"));
+                }
+            }
+            "--value-size" => a.value_size = num(value)?.max(1),
+            "--write-buffer-size" => a.write_buffer_size = num(value)?,
             other => return Err(Error::usage(format!("unknown flag {other}\n{USAGE}"))),
         }
     }
@@ -121,17 +148,49 @@ pub fn run_command(args: &[String]) -> Result<bool> {
 /// A running setup: its processes, the port the load goes to, its data directories.
 struct Setup {
     children: Vec<(Child, u16)>,
+    /// The port the load goes to (the leader's, for a cluster).
     target: u16,
     dirs: Vec<PathBuf>,
     tmp: PathBuf,
 }
 
 impl Setup {
-    fn cpu_seconds(&self) -> f64 {
+    /// CPU-seconds so far of the process serving the load and of the others.
+    fn cpu_seconds(&self) -> (f64, f64) {
         self.children
             .iter()
-            .map(|(c, _)| proc_cpu_seconds(c.id()))
-            .sum()
+            .fold((0.0, 0.0), |(target, others), (c, port)| {
+                let s = proc_cpu_seconds(c.id());
+                if *port == self.target {
+                    (target + s, others)
+                } else {
+                    (target, others + s)
+                }
+            })
+    }
+
+    /// What the followers of a Shale cluster did by themselves (flushes and compactions, from
+    /// `INFO persistence`), and the bytes the leader shipped (`INFO replication`).
+    fn rubble_figures(&self, f: &mut Figures) {
+        let field = |text: &str, name: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}:")))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        let (mut flushes, mut compactions) = (0.0, 0.0);
+        for (_, port) in self.children.iter().filter(|(_, p)| *p != self.target) {
+            let p = info(*port, "persistence");
+            flushes += field(&p, "shale_flushes");
+            compactions += field(&p, "shale_compactions");
+        }
+        f.insert("followers' own flushes", flushes);
+        f.insert("followers' own compactions", compactions);
+        let r = info(self.target, "replication");
+        f.insert(
+            "MB shipped by the leader",
+            field(&r, "rubble_bytes_shipped") / 1e6,
+        );
     }
 
     fn disk_bytes(&self) -> Vec<u64> {
@@ -209,12 +268,17 @@ fn info(port: u16, section: &str) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
-fn start(setup: &str, bin: &Path) -> Result<Setup> {
+fn start(setup: &str, bin: &Path, write_buffer_size: u64) -> Result<Setup> {
     let tmp = tempdir()?;
     let mut children = Vec::new();
     let mut dirs = Vec::new();
+    let memtable: Vec<String> = if write_buffer_size > 0 {
+        vec!["--write-buffer-size".into(), write_buffer_size.to_string()]
+    } else {
+        Vec::new()
+    };
     let target = match setup {
-        "rf3" => {
+        "rf3" | "rubble3" => {
             let raft: Vec<u16> = (0..3).map(|_| free_port()).collect::<Result<_>>()?;
             let client: Vec<u16> = (0..3).map(|_| free_port()).collect::<Result<_>>()?;
             let peers: Vec<String> = raft
@@ -231,7 +295,11 @@ fn start(setup: &str, bin: &Path) -> Result<Setup> {
                     .arg(&dir)
                     .args(["--node-id", &(i + 1).to_string()])
                     .args(["--raft-addr", &format!("127.0.0.1:{raft_port}")])
-                    .args(["--peers", &peers.join(",")]);
+                    .args(["--peers", &peers.join(",")])
+                    .args(&memtable);
+                if setup == "rubble3" {
+                    cmd.args(["--replication-mode", "rubble"]);
+                }
                 children.push((spawn(&mut cmd, "shale")?, port));
                 dirs.push(dir);
             }
@@ -266,7 +334,8 @@ fn start(setup: &str, bin: &Path) -> Result<Setup> {
                 "always",
             ])
             .arg("--dir")
-            .arg(&dir);
+            .arg(&dir)
+            .args(&memtable);
             children.push((spawn(&mut cmd, "shale")?, port));
             dirs.push(dir);
             wait_ready(port)?;
@@ -322,7 +391,7 @@ fn start(setup: &str, bin: &Path) -> Result<Setup> {
 }
 
 /// Figures of one run of one setup.
-type Figures = BTreeMap<&'static str, f64>;
+type Figures = BTreeMap<String, f64>;
 
 fn redis_benchmark(port: u16, requests: u64, figures: &mut Figures) -> Result<()> {
     let out = Command::new("redis-benchmark")
@@ -355,12 +424,12 @@ fn redis_benchmark(port: u16, requests: u64, figures: &mut Figures) -> Result<()
     for (test, rps, p99) in rows {
         match test.as_str() {
             "SET" => {
-                figures.insert("SET ops/s", rps);
-                figures.insert("SET p99 ms", p99);
+                figures.insert("SET ops/s".into(), rps);
+                figures.insert("SET p99 ms".into(), p99);
             }
             "GET" => {
-                figures.insert("GET ops/s", rps);
-                figures.insert("GET p99 ms", p99);
+                figures.insert("GET ops/s".into(), rps);
+                figures.insert("GET p99 ms".into(), p99);
             }
             _ => {}
         }
@@ -387,12 +456,32 @@ fn ycsb_percentiles(text: &str, phase: &str, op: &str) -> Option<(f64, f64)> {
     Some((get("99")? / 1000.0, get("99.9")? / 1000.0))
 }
 
-fn ycsb(port: u16, records: u64, figures: &mut Figures) -> Result<()> {
+/// YCSB through the RESP backend: load and workload A, then, with `g`, workload G (100%
+/// updates) on the same records. Returns the operations run.
+fn ycsb(port: u16, a: &ClusterBenchArgs, figures: &mut Figures) -> Result<u64> {
+    let mut ops = 0;
+    for w in &a.workloads {
+        ops += ycsb_one(port, a.records, a.value_size, w == "a", w, figures)?;
+    }
+    Ok(ops)
+}
+
+fn ycsb_one(
+    port: u16,
+    records: u64,
+    value_size: u64,
+    load: bool,
+    workload: &str,
+    figures: &mut Figures,
+) -> Result<u64> {
     let exe = std::env::current_exe().map_err(|e| Error::io("cannot find shale-bench", e))?;
-    let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads/workloada");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../workloads/workload{workload}"));
+    let phases: &[&str] = if load { &["-load", "-run"] } else { &["-run"] };
     let out = Command::new(exe)
-        .args(["-load", "-run", "-db", "resp", "-s", "-P"])
-        .arg(&workload)
+        .args(phases)
+        .args(["-db", "resp", "-s", "-P"])
+        .arg(&path)
         .args(["-p", &format!("resp.port={port}")])
         .args([
             "-p",
@@ -404,7 +493,7 @@ fn ycsb(port: u16, records: u64, figures: &mut Figures) -> Result<()> {
             "-p",
             "fieldcount=1",
             "-p",
-            "fieldlength=1024",
+            &format!("fieldlength={value_size}"),
             "-p",
             "threadcount=16",
         ])
@@ -422,23 +511,25 @@ fn ycsb(port: u16, records: u64, figures: &mut Figures) -> Result<()> {
             .find_map(|l| l.strip_prefix(&format!("{phase} throughput(ops/sec): ")))
             .and_then(|v| v.trim().parse::<f64>().ok())
     };
-    let (Some(load), Some(run)) = (tput("Load"), tput("Run")) else {
-        return Err(Error::backend(format!(
+    let failed = || {
+        Error::backend(format!(
             "the YCSB run failed: {}",
             text.lines().rev().take(5).collect::<Vec<_>>().join(" / ")
-        )));
+        ))
     };
-    figures.insert("YCSB load ops/s", load);
-    figures.insert("YCSB A ops/s", run);
-    if let Some((p99, p999)) = ycsb_percentiles(&text, "Run", "UPDATE") {
-        figures.insert("A update p99 ms", p99);
-        figures.insert("A update p99.9 ms", p999);
+    let w = workload.to_uppercase();
+    if load {
+        figures.insert("YCSB load ops/s".into(), tput("Load").ok_or_else(failed)?);
     }
-    if let Some((p99, p999)) = ycsb_percentiles(&text, "Run", "READ") {
-        figures.insert("A read p99 ms", p99);
-        figures.insert("A read p99.9 ms", p999);
+    figures.insert(format!("YCSB {w} ops/s"), tput("Run").ok_or_else(failed)?);
+    for op in ["UPDATE", "READ"] {
+        if let Some((p99, p999)) = ycsb_percentiles(&text, "Run", op) {
+            let op = op.to_lowercase();
+            figures.insert(format!("{w} {op} p99 ms"), p99);
+            figures.insert(format!("{w} {op} p99.9 ms"), p999);
+        }
     }
-    Ok(())
+    Ok(if load { 2 * records } else { records })
 }
 
 fn run(a: &ClusterBenchArgs) -> Result<String> {
@@ -456,7 +547,7 @@ fn run(a: &ClusterBenchArgs) -> Result<String> {
             )));
         }
     }
-    let mut results: BTreeMap<(String, &'static str), Vec<f64>> = BTreeMap::new();
+    let mut results: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     let mut cpu = Vec::new();
     let started = Instant::now();
     for round in 0..a.rounds {
@@ -469,15 +560,31 @@ fn run(a: &ClusterBenchArgs) -> Result<String> {
         let n = order.len().max(1);
         order.rotate_left(round as usize % n);
         for setup in order {
-            let s = start(&setup, &bin)?;
+            let s = start(&setup, &bin, a.write_buffer_size)?;
             let before = s.cpu_seconds();
             let mut f = Figures::new();
             let outcome = redis_benchmark(s.target, a.requests, &mut f)
-                .and_then(|()| ycsb(s.target, a.records, &mut f));
-            f.insert("server CPU s", s.cpu_seconds() - before);
+                .and_then(|()| ycsb(s.target, a, &mut f));
+            let after = s.cpu_seconds();
+            let (target, others) = (after.0 - before.0, after.1 - before.1);
+            f.insert("server CPU s".into(), target + others);
+            if s.children.len() > 1 {
+                f.insert("leader CPU s".into(), target);
+                f.insert("followers CPU s".into(), others);
+            }
+            if let Ok(ops) = &outcome {
+                let all = ops + 2 * a.requests;
+                f.insert(
+                    "server CPU s per M ops".into(),
+                    (target + others) / all.max(1) as f64 * 1e6,
+                );
+            }
+            if setup == "rf3" || setup == "rubble3" {
+                s.rubble_figures(&mut f);
+            }
             let disk = s.disk_bytes();
             f.insert(
-                "disk MB per node",
+                "disk MB per node".into(),
                 disk.iter().sum::<u64>() as f64 / disk.len().max(1) as f64 / 1e6,
             );
             s.stop();
@@ -493,45 +600,66 @@ fn run(a: &ClusterBenchArgs) -> Result<String> {
 
 fn report(
     a: &ClusterBenchArgs,
-    results: &BTreeMap<(String, &'static str), Vec<f64>>,
+    results: &BTreeMap<(String, String), Vec<f64>>,
     cpu: &[Option<f64>],
     took: Duration,
 ) -> String {
-    let metrics: Vec<&'static str> = {
-        let mut m: Vec<&'static str> = results.keys().map(|(_, k)| *k).collect();
+    let metrics: Vec<&str> = {
+        let mut m: Vec<&str> = results.keys().map(|(_, k)| k.as_str()).collect();
         m.sort_unstable();
         m.dedup();
         m
     };
-    let med = |setup: &str, k: &str| results.get(&(setup.to_string(), k)).and_then(|v| median(v));
+    let med = |setup: &str, k: &str| {
+        results
+            .get(&(setup.to_string(), k.to_string()))
+            .and_then(|v| median(v))
+    };
     let mut out = format!(
-        "## cluster-bench: {} rounds, redis-benchmark -t set,get -n {} -c 50 -d 100 -P 16; YCSB load + A, {} records of 1 KiB, 16 threads ({:.0} s)\n\n",
+        "## cluster-bench: {} rounds, redis-benchmark -t set,get -n {} -c 50 -d 100 -P 16; YCSB load + {}, {} records of {} B, 16 threads; write buffer {} ({:.0} s)\n\n",
         a.rounds,
         a.requests,
+        a.workloads.join(" + ").to_uppercase(),
         a.records,
+        a.value_size,
+        if a.write_buffer_size > 0 {
+            a.write_buffer_size.to_string()
+        } else {
+            "default".into()
+        },
         took.as_secs_f64()
     );
+    let pairs: Vec<(&str, &str)> = [("rubble3", "rf3"), ("rf3", "always"), ("rf3", "redis3")]
+        .into_iter()
+        .filter(|(x, y)| a.setups.iter().any(|s| s == x) && a.setups.iter().any(|s| s == y))
+        .collect();
     out.push_str(&format!(
-        "| metric (median) | {} | rf3/always | rf3/redis3 |\n",
-        a.setups.join(" | ")
+        "| metric (median) | {} |{}\n",
+        a.setups.join(" | "),
+        pairs
+            .iter()
+            .map(|(x, y)| format!(" {x}/{y} |"))
+            .collect::<String>()
     ));
-    out.push_str(&format!("|---|{}---|---|\n", "---|".repeat(a.setups.len())));
+    out.push_str(&format!(
+        "|---|{}{}\n",
+        "---|".repeat(a.setups.len()),
+        "---|".repeat(pairs.len())
+    ));
     for k in metrics {
         let cells: Vec<String> = a
             .setups
             .iter()
             .map(|s| med(s, k).map_or("-".into(), |v| format!("{v:.2}")))
             .collect();
-        let ratio = |other: &str| match (med("rf3", k), med(other, k)) {
-            (Some(x), Some(y)) if y > 0.0 => format!("{:.2}", x / y),
-            _ => "-".into(),
-        };
-        out.push_str(&format!(
-            "| {k} | {} | {} | {} |\n",
-            cells.join(" | "),
-            ratio("always"),
-            ratio("redis3")
-        ));
+        let ratios: String = pairs
+            .iter()
+            .map(|(x, y)| match (med(x, k), med(y, k)) {
+                (Some(x), Some(y)) if y > 0.0 => format!(" {:.2} |", x / y),
+                _ => " - |".into(),
+            })
+            .collect();
+        out.push_str(&format!("| {k} | {} |{ratios}\n", cells.join(" | ")));
     }
     out.push_str(&format!("\n{}\n", rounds_line(cpu)));
     out
@@ -560,5 +688,20 @@ mod tests {
             .unwrap();
         assert_eq!(a.rounds, 5);
         assert!(parse_args(&["--help".into()]).unwrap().is_none());
+        let a = parse_args(&[
+            "--setups".into(),
+            "rf3,rubble3".into(),
+            "--workloads".into(),
+            "a,g".into(),
+            "--value-size".into(),
+            "100".into(),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (a.setups.len(), a.workloads.len(), a.value_size),
+            (2, 2, 100)
+        );
+        assert!(parse_args(&["--workloads".into(), "g".into()]).is_err());
     }
 }

@@ -221,6 +221,7 @@ impl Replica {
             fs: fs.clone(),
             settings: config.rubble.clone(),
             counters: counters.clone(),
+            waiting: Mutex::new(None),
         });
         let shared =
             Arc::new(Shared::new(db.clone(), snapshots, config.hook.clone(), fetcher).map_err(io)?);
@@ -503,6 +504,12 @@ impl Replica {
                     bytes_behind: bytes,
                 })
                 .collect(),
+            waiting_for_files: self
+                .inner
+                .shared
+                .fetcher
+                .as_ref()
+                .and_then(|f| f.waiting.lock().clone()),
         }
     }
 
@@ -580,6 +587,14 @@ impl Replica {
     /// Stops the node: pending writes fail, the Raft node and its tasks stop, the log is closed.
     /// The engine closes when the last handle to it is dropped.
     pub async fn shutdown(&self) {
+        self.stop_tasks();
+        let _ = self.inner.raft.shutdown().await;
+        self.inner.log.close();
+    }
+
+    /// What stopping does without waiting: pending writes and reads fail, the replica's own
+    /// tasks end, and an apply waiting for files gives up (so a runtime can shut down).
+    fn stop_tasks(&self) {
         self.inner.stopping.store(true, Ordering::Release);
         self.inner.shared.stopping.store(true, Ordering::Release);
         {
@@ -599,8 +614,14 @@ impl Replica {
                 "the replica is stopping".into(),
             )));
         }
-        let _ = self.inner.raft.shutdown().await;
-        self.inner.log.close();
+    }
+}
+
+/// A replica dropped without [`Replica::shutdown`] (a panicking test, a server that exits) still
+/// stops its tasks and any apply blocked on files; the Raft node's own tasks end with the runtime.
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.stop_tasks();
     }
 }
 

@@ -136,6 +136,9 @@ pub struct RubbleStatus {
     pub stall_micros: u64,
     /// On the leader: per node, the jobs whose files it does not hold yet.
     pub install_lag: Vec<InstallLag>,
+    /// While this node's applier waits for an edit's files: which, for how long, and why the
+    /// last fetches failed.
+    pub waiting_for_files: Option<String>,
 }
 
 /// How far one node is behind in holding the leader's files.
@@ -461,6 +464,8 @@ pub(crate) struct Fetcher {
     pub fs: Arc<dyn Fs>,
     pub settings: RubbleSettings,
     pub counters: Arc<RubbleCounters>,
+    /// While the applier waits for files: which, for how long, and why the last fetches failed.
+    pub waiting: Mutex<Option<String>>,
 }
 
 /// How long one fetch from one node may take.
@@ -491,14 +496,18 @@ impl Fetcher {
             }
             let names: Vec<String> = missing.iter().map(|o| o.name.clone()).collect();
             let bytes: u64 = missing.iter().map(|o| o.len).sum();
+            let mut failures = Vec::new();
             for (&peer, info) in nodes.iter().filter(|(n, _)| **n != self.id) {
                 let receiver = crate::snapshot::Receiver::new(self.fs.clone(), db.staging_dir())
                     .map_err(|e| e.to_string())?;
-                let fetched = handle.block_on(tokio::time::timeout(
+                let fetch = tokio::time::timeout(
                     FETCH_TIMEOUT,
                     self.transport
                         .fetch_files(self.id, peer, info, names.clone(), receiver),
-                ));
+                );
+                let Some(fetched) = block_unless_stopping(&handle, fetch, stopping) else {
+                    return Err("the node is stopping".into());
+                };
                 match fetched {
                     Ok(Ok(receiver)) => match receiver.finish() {
                         Ok(_) => {
@@ -507,15 +516,24 @@ impl Fetcher {
                                 .fetch_add(bytes, Ordering::Relaxed);
                             break;
                         }
-                        Err(e) => tracing::debug!(node = peer, error = %e, "a fetch failed"),
+                        Err(e) => failures.push(format!("node {peer}: {e}")),
                     },
-                    Ok(Err(e)) => tracing::debug!(node = peer, error = %e, "a fetch failed"),
-                    Err(_) => tracing::debug!(node = peer, "a fetch timed out"),
+                    Ok(Err(e)) => failures.push(format!("node {peer}: {e}")),
+                    Err(_) => failures.push(format!("node {peer}: timed out")),
                 }
             }
             if db.missing_outputs(edit).is_empty() {
+                *self.waiting.lock() = None;
                 return Ok(());
             }
+            let why = format!(
+                "missing {} for {:.1?}: {}",
+                names.join(" "),
+                start.elapsed(),
+                failures.join("; ")
+            );
+            tracing::debug!("{why}");
+            *self.waiting.lock() = Some(why);
             if !fallback_tried
                 && edit.input_memtables.len() == 1
                 && start.elapsed() >= self.settings.fallback_after
@@ -523,6 +541,7 @@ impl Fetcher {
                 fallback_tried = true;
                 match db.write_flush_outputs(edit) {
                     Ok(true) => {
+                        *self.waiting.lock() = None;
                         tracing::warn!(
                             memtable = edit.input_memtables[0],
                             "no node could send a flush's files: wrote them here"
@@ -539,3 +558,25 @@ impl Fetcher {
         }
     }
 }
+
+/// Runs `work` to its end on `handle` from a blocking thread, or gives it up (`None`) as soon
+/// as `stopping` is set, so that a stopping node's applier never waits out a transfer.
+fn block_unless_stopping<F: std::future::Future>(
+    handle: &tokio::runtime::Handle,
+    work: F,
+    stopping: &std::sync::atomic::AtomicBool,
+) -> Option<F::Output> {
+    handle.block_on(async {
+        tokio::select! {
+            out = work => Some(out),
+            _ = async {
+                while !stopping.load(Ordering::Acquire) {
+                    tokio::time::sleep(STOP_POLL).await;
+                }
+            } => None,
+        }
+    })
+}
+
+/// How often a blocked applier looks whether its node is stopping.
+const STOP_POLL: Duration = Duration::from_millis(20);

@@ -33,6 +33,11 @@ use shale::{Db, ErrorKind, LogPosition, WriteBatch};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// The first pause before an install that failed is tried again; it doubles up to
+/// [`INSTALL_RETRY_MAX`].
+const INSTALL_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(50);
+const INSTALL_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Called with every entry a node applies (its index and command; `None` for entries of the
 /// log's own). For tests that check what each node applied.
 pub type ApplyHook = Arc<dyn Fn(u64, Option<&Command>) + Send + Sync>;
@@ -164,27 +169,36 @@ impl Shared {
         let Some(fetcher) = &self.fetcher else {
             return Err("an InstallEdit entry on a node not in rubble mode".into());
         };
-        // A damaged or vanished file is fetched again, a bounded number of times.
-        let mut attempts = 0;
+        // An error the engine can recover from (a damaged or vanished file, a full disk) never
+        // ends the state machine (openraft would stop this node for good): the files are
+        // fetched again and the install retried, with a growing pause, until it works or the
+        // node stops. Only an engine that can no longer write safely (poisoned, closed) or an
+        // index out of order ends it.
+        let mut pause = INSTALL_RETRY_FIRST;
         loop {
             let nodes = crate::raft::nodes(self.inner.lock().membership.membership());
             fetcher.obtain(db, edit, &nodes, &self.stopping)?;
-            match db.install_edit(index, edit) {
+            let e = match db.install_edit(index, edit) {
                 Ok(_) => break,
-                Err(e)
-                    if attempts < 5
-                        && matches!(e.kind(), ErrorKind::Io | ErrorKind::Corruption)
-                        && !self.stopping.load(Ordering::Acquire) =>
-                {
-                    attempts += 1;
-                    tracing::warn!(index, error = %e, "installing shipped files failed; fetching them again");
-                    for o in &edit.outputs {
-                        db.remove_staged(0, Some(&o.name));
-                    }
-                }
-                Err(e) => return Err(e.to_string()),
+                Err(e) => e,
+            };
+            if self.stopping.load(Ordering::Acquire)
+                || matches!(
+                    e.kind(),
+                    ErrorKind::Poisoned | ErrorKind::Closed | ErrorKind::InvalidArgument
+                )
+            {
+                return Err(e.to_string());
             }
+            tracing::warn!(index, error = %e, "installing shipped files failed; fetching them again");
+            *fetcher.waiting.lock() = Some(format!("entry {index}: install failed: {e}"));
+            for o in &edit.outputs {
+                db.remove_staged(0, Some(&o.name));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(INSTALL_RETRY_MAX);
         }
+        *fetcher.waiting.lock() = None;
         db.remove_staged(shale::file_number(term, 0), None);
         db.drop_retired(retired_upto);
         Ok(())
@@ -305,8 +319,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 .map_err(|e| e.to_string())?;
             if shared.fetcher.is_some() {
                 // Edits the snapshot covers are never applied here: their staged files would
-                // stay forever. Later edits fetch theirs again.
-                shared.db.remove_staged(u64::MAX, None);
+                // stay forever. Edits after it are of its last entry's term or later, and so are
+                // their files: those stay (this node may be one of the holders their commit
+                // counted on).
+                let term = meta.last_log_id.map_or(0, |l| l.leader_id.term);
+                shared.db.remove_staged(shale::file_number(term, 0), None);
+                // Staged copies of files the snapshot brought are not needed either.
+                let staging = shared.db.staging_dir();
+                for name in files.fs.list_dir(&staging).unwrap_or_default() {
+                    if files.fs.exists(&shared.db.path().join(&name)) {
+                        shared.db.remove_staged(0, Some(&name));
+                    }
+                }
             }
             {
                 let mut s = shared.inner.lock();

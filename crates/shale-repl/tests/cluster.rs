@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{put, Cluster};
+use common::{put, Cluster, Watchdog};
 use shale_repl::network::local::Faults;
 use shale_repl::{NodeId, ReplicationMode};
 use std::collections::BTreeMap;
@@ -98,6 +98,8 @@ async fn write_burst(
 
 async fn run_schedule(seed: u64, steps: u64, mode: ReplicationMode) {
     let mut cluster = Cluster::with_mode(seed, 16 << 10, mode);
+    // A step takes a few seconds; a long schedule gets a limit to match.
+    cluster.watchdog = Watchdog::new(Watchdog::DEFAULT_LIMIT + Duration::from_secs(20 * steps));
     let ids: Vec<NodeId> = vec![1, 2, 3];
     cluster.bootstrap(&ids).await;
     let mut rng = Rng(seed);

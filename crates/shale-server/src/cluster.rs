@@ -83,7 +83,7 @@ impl Cluster {
                 ..RaftTiming::default()
             },
             hook: None,
-            mode: shale_repl::ReplicationMode::Baseline,
+            mode: c.replication_mode,
             rubble: shale_repl::RubbleSettings::default(),
         };
         let join = c.join;
@@ -523,6 +523,34 @@ pub fn info_lines(replica: &Replica) -> Vec<(String, String)> {
             s.memtable_switches.to_string(),
         ),
     ];
+    lines.push(("raft_replication_mode".into(), s.mode.to_string()));
+    if s.mode == shale_repl::ReplicationMode::Rubble {
+        let r = &s.rubble;
+        for (name, value) in [
+            ("sealed_not_installed", r.sealed_not_installed),
+            ("bytes_shipped", r.bytes_shipped),
+            ("bytes_fetched", r.bytes_fetched),
+            ("edits_proposed", r.edits_proposed),
+            ("edits_installed", r.edits_installed),
+            ("edits_stale", r.edits_stale),
+            ("fallback_flushes", r.fallback_flushes),
+            ("stall_micros", r.stall_micros),
+        ] {
+            lines.push((format!("rubble_{name}"), value.to_string()));
+        }
+        for lag in &r.install_lag {
+            lines.push((
+                format!("rubble_install_lag_node{}", lag.id),
+                format!("jobs={},bytes={}", lag.jobs_behind, lag.bytes_behind),
+            ));
+        }
+        if let Some(w) = &r.waiting_for_files {
+            lines.push((
+                "rubble_waiting_for_files".into(),
+                w.replace(['\r', '\n'], " "),
+            ));
+        }
+    }
     let (batches, entries) = replica.proposed();
     lines.push(("raft_proposed_batches".into(), batches.to_string()));
     lines.push(("raft_proposed_entries".into(), entries.to_string()));

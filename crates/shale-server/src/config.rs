@@ -184,6 +184,17 @@ pub struct ClusterConfig {
     pub election_timeout_min_ms: u64,
     /// Longest election timeout. Default [`DEFAULT_ELECTION_TIMEOUT_MS`]`.1`.
     pub election_timeout_max_ms: u64,
+    /// Who flushes and compacts: every node (`"baseline"`, the default), or only the leader,
+    /// which ships the files to the others (`"rubble"`). The same on every node of a cluster.
+    #[serde(deserialize_with = "replication_mode")]
+    pub replication_mode: shale_repl::ReplicationMode,
+}
+
+fn replication_mode<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<shale_repl::ReplicationMode, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(serde::de::Error::custom)
 }
 
 impl Default for ClusterConfig {
@@ -197,6 +208,7 @@ impl Default for ClusterConfig {
             heartbeat_ms: DEFAULT_HEARTBEAT_MS,
             election_timeout_min_ms: DEFAULT_ELECTION_TIMEOUT_MS.0,
             election_timeout_max_ms: DEFAULT_ELECTION_TIMEOUT_MS.1,
+            replication_mode: shale_repl::ReplicationMode::Baseline,
         }
     }
 }
@@ -465,6 +477,10 @@ impl Config {
                 self.cluster.raft_addr.clone().unwrap_or_default(),
             ),
             ("cluster-peers", self.cluster.peers.join(",")),
+            (
+                "cluster-replication-mode",
+                self.cluster.replication_mode.to_string(),
+            ),
         ]
     }
 
@@ -576,5 +592,26 @@ mod tests {
             assert!(parse_peer(p).is_err(), "{p}");
         }
         assert!(Config::default().validate().is_ok());
+        assert_eq!(
+            c.cluster.replication_mode,
+            shale_repl::ReplicationMode::Baseline
+        );
+    }
+
+    #[test]
+    fn replication_mode_is_rubble_or_baseline() {
+        let table = |mode: &str| {
+            toml::from_str::<Config>(&format!("[cluster]\nreplication-mode = \"{mode}\"\n"))
+        };
+        assert_eq!(
+            table("rubble").unwrap().cluster.replication_mode,
+            shale_repl::ReplicationMode::Rubble
+        );
+        assert_eq!(
+            table("baseline").unwrap().cluster.replication_mode,
+            shale_repl::ReplicationMode::Baseline
+        );
+        let e = table("chain").unwrap_err().to_string();
+        assert!(e.contains("rubble"), "{e}");
     }
 }

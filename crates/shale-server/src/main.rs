@@ -121,6 +121,10 @@ struct ServeArgs {
     /// Cluster: election timeout range in milliseconds, MIN-MAX [default: 500-1000].
     #[arg(long)]
     election_timeout_ms: Option<String>,
+    /// Cluster: who flushes and compacts, every node (baseline) or only the leader, which
+    /// ships the files (rubble) [default: baseline].
+    #[arg(long)]
+    replication_mode: Option<shale_repl::ReplicationMode>,
 }
 
 impl ServeArgs {
@@ -176,6 +180,9 @@ impl ServeArgs {
         cl.join |= self.join;
         if let Some(h) = self.heartbeat_ms {
             cl.heartbeat_ms = h;
+        }
+        if let Some(m) = self.replication_mode {
+            cl.replication_mode = m;
         }
         if let Some(range) = &self.election_timeout_ms {
             let (lo, hi) = range

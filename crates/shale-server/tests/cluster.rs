@@ -230,6 +230,11 @@ fn client_loop(
 
 /// Starts three nodes in `tmp` and waits for a leader.
 fn start_cluster(tmp: &std::path::Path) -> Vec<Node> {
+    start_cluster_with(tmp, &[])
+}
+
+/// Starts three nodes in `tmp`, each with `extra` arguments too, and waits for a leader.
+fn start_cluster_with(tmp: &std::path::Path, extra: &[&str]) -> Vec<Node> {
     let raft: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
     let client: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
     let peers: Vec<String> = (0..NODES)
@@ -257,7 +262,10 @@ fn start_cluster(tmp: &std::path::Path) -> Vec<Node> {
                 "100".into(),
                 "--election-timeout-ms".into(),
                 "800-1600".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(extra.iter().map(|a| a.to_string()))
+            .collect(),
             child: None,
         })
         .collect();
@@ -270,14 +278,108 @@ fn start_cluster(tmp: &std::path::Path) -> Vec<Node> {
 
 #[test]
 fn a_three_process_cluster_survives_sigkill_and_sigstop_of_leader_and_follower() {
+    let tmp = tempfile::tempdir().unwrap();
+    kills_and_freezes_lose_nothing(start_cluster(tmp.path()));
+}
+
+/// The same schedule in rubble mode (only the leader flushes and compacts); then, with the
+/// followers restarted (kill -9) and enough data written for flushes and compactions, the
+/// followers' INFO shows no flush or compaction of their own, only installed edits.
+#[test]
+fn a_three_process_rubble_cluster_survives_kills_and_only_its_leader_compacts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rubble = ["--replication-mode", "rubble"];
+    let mut nodes = kills_and_freezes_lose_nothing(start_cluster_with(tmp.path(), &rubble));
+    let l = wait_leader(&nodes, Duration::from_secs(10));
+    for f in (0..NODES).filter(|&f| f != l) {
+        nodes[f].kill();
+        nodes[f].start();
+    }
+    let l = wait_leader(&nodes, Duration::from_secs(10));
+    let mut con = nodes[l].client().expect("connect to the leader");
+    let value = "r".repeat(1000);
+    for round in 0..12 {
+        let mut pipe = redis::pipe();
+        for i in 0..400 {
+            pipe.cmd("SET")
+                .arg(format!("bulk{}", (round * 400 + i) % 1500))
+                .arg(&value)
+                .ignore();
+        }
+        let _: () = pipe.query(&mut con).expect("bulk writes");
+    }
+    let persistence = |n: &Node| -> String {
+        let mut con = n.client().expect("connect");
+        redis::cmd("INFO")
+            .arg("persistence")
+            .query(&mut con)
+            .expect("INFO persistence")
+    };
+    let count = |info: &str, name: &str| -> u64 {
+        field(info, name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {info}"))
+    };
+    // The followers catch up with the leader's installs.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let leader_info = nodes[l].info().expect("INFO of the leader");
+        let proposed = count(&leader_info, "rubble_edits_proposed");
+        let installed: Vec<u64> = (0..NODES)
+            .filter(|&f| f != l)
+            .map(|f| {
+                let i = nodes[f].info().expect("INFO of a follower");
+                assert_eq!(
+                    field(&i, "raft_replication_mode").as_deref(),
+                    Some("rubble")
+                );
+                count(&i, "rubble_edits_installed")
+            })
+            .collect();
+        if proposed >= 2 && installed.iter().all(|&n| n >= 2) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "followers installed {installed:?} of {proposed} proposed edits: {leader_info}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let leader_persistence = persistence(&nodes[l]);
+    assert!(
+        count(&leader_persistence, "shale_flushes") > 0,
+        "{leader_persistence}"
+    );
+    for f in (0..NODES).filter(|&f| f != l) {
+        let p = persistence(&nodes[f]);
+        assert_eq!(
+            (count(&p, "shale_flushes"), count(&p, "shale_compactions")),
+            (0, 0),
+            "follower {} flushed or compacted by itself: {p}",
+            nodes[f].id
+        );
+        let mut con = nodes[f].client().expect("connect");
+        let _: () = redis::cmd("READONLY").query(&mut con).unwrap();
+        let got: Option<String> = redis::cmd("GET").arg("bulk7").query(&mut con).unwrap();
+        assert_eq!(
+            got.as_deref(),
+            Some(value.as_str()),
+            "follower {}",
+            nodes[f].id
+        );
+    }
+}
+
+/// Clients write and read through every node while the leader and a follower are killed
+/// (SIGKILL) and frozen (SIGSTOP) and restarted; then every acknowledged write is on every
+/// node and the contended keys' history is linearizable. Returns the running nodes.
+fn kills_and_freezes_lose_nothing(mut nodes: Vec<Node>) -> Vec<Node> {
     let phase = Duration::from_secs(
         std::env::var("SHALE_CLUSTER_PROCESS_SECS")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(2),
     );
-    let tmp = tempfile::tempdir().unwrap();
-    let mut nodes = start_cluster(tmp.path());
     let client: Vec<u16> = nodes.iter().map(|n| n.client_port).collect();
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -381,6 +483,7 @@ fn a_three_process_cluster_survives_sigkill_and_sigstop_of_leader_and_follower()
         acked.len(),
         history.len()
     );
+    nodes
 }
 
 fn query<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {

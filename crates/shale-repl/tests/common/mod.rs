@@ -35,7 +35,64 @@ pub struct Node {
     pub applied: Arc<Mutex<Applied>>,
 }
 
+/// Turns a hung test into a failure with a message: a thread that ends the test process when
+/// the test is not done within its limit. Dropped normally it is disarmed; dropped while the
+/// test panics (nodes may still be stopping) it leaves [`Watchdog::GRACE`] for the runtime to
+/// shut down, so a failure that would hang is reported instead.
+pub struct Watchdog {
+    tx: std::sync::mpsc::Sender<bool>,
+}
+
+impl Watchdog {
+    /// How long a panicking test's runtime may take to stop.
+    pub const GRACE: Duration = Duration::from_secs(20);
+    /// A test's limit unless it says otherwise (`SHALE_TEST_LIMIT_SECS` overrides it).
+    pub const DEFAULT_LIMIT: Duration = Duration::from_secs(180);
+
+    pub fn new(limit: Duration) -> Watchdog {
+        let limit = std::env::var("SHALE_TEST_LIMIT_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(limit, Duration::from_secs);
+        let name = std::thread::current()
+            .name()
+            .unwrap_or("a test")
+            .to_string();
+        let (tx, rx) = std::sync::mpsc::channel::<bool>();
+        std::thread::spawn(move || {
+            use std::sync::mpsc::RecvTimeoutError;
+            let why = match rx.recv_timeout(limit) {
+                Ok(false) | Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => format!("ran over its limit of {limit:?}"),
+                Ok(true) => match rx.recv_timeout(Watchdog::GRACE) {
+                    Ok(_) | Err(RecvTimeoutError::Disconnected) => return,
+                    Err(RecvTimeoutError::Timeout) => format!(
+                        "panicked and its nodes did not stop within {:?}",
+                        Watchdog::GRACE
+                    ),
+                },
+            };
+            // Written past the test harness's capture: the process ends before it would print.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "WATCHDOG: {name} {why}; it hangs. Ending the test process."
+            );
+            std::process::exit(101);
+        });
+        Watchdog { tx }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let _ = self.tx.send(std::thread::panicking());
+    }
+}
+
 pub struct Cluster {
+    /// Ends the test process if the test hangs (see [`Watchdog`]).
+    pub watchdog: Watchdog,
     pub net: LocalNetwork,
     pub nodes: BTreeMap<NodeId, Node>,
     pub timing: RaftTiming,
@@ -82,6 +139,7 @@ pub fn checksum(r: &Replica) -> (u64, usize) {
 impl Cluster {
     pub fn new(seed: u64, memtable_bytes: usize) -> Cluster {
         Cluster {
+            watchdog: Watchdog::new(Watchdog::DEFAULT_LIMIT),
             net: LocalNetwork::new(seed),
             nodes: BTreeMap::new(),
             timing: fast_timing(),
@@ -240,6 +298,21 @@ impl Cluster {
         None
     }
 
+    /// The running nodes that believe they lead, the highest term first: a deposed leader cut
+    /// off from the others keeps believing it for a while, and a write sent to it only times
+    /// out.
+    pub fn leaders_newest_first(&self) -> Vec<NodeId> {
+        let mut leaders: Vec<(u64, NodeId)> = self
+            .running()
+            .into_iter()
+            .map(|id| (self.replica(id), id))
+            .filter(|(r, _)| r.is_leader())
+            .map(|(r, id)| (r.term(), id))
+            .collect();
+        leaders.sort_unstable_by(|a, b| b.cmp(a));
+        leaders.into_iter().map(|(_, id)| id).collect()
+    }
+
     /// Writes `batch` through whichever node is leader, retrying other nodes on `NotLeader`
     /// until `timeout`. `Ok(true)`: acknowledged; `Ok(false)`: unknown outcome (it may or may not
     /// be applied); `Err`: refused before being proposed.
@@ -247,11 +320,8 @@ impl Cluster {
         let deadline = Instant::now() + timeout;
         loop {
             let mut proposed = false;
-            for id in self.running() {
+            for id in self.leaders_newest_first() {
                 let r = self.replica(id);
-                if !r.is_leader() {
-                    continue;
-                }
                 let left = deadline.saturating_duration_since(Instant::now());
                 match tokio::time::timeout(left, r.write(batch.clone())).await {
                     Ok(Ok(_)) => return true,
@@ -312,8 +382,13 @@ impl Cluster {
             .iter()
             .map(|&id| {
                 let s = self.replica(id).status();
+                let waiting = s
+                    .rubble
+                    .waiting_for_files
+                    .map(|w| format!(", waiting for files: {w}"))
+                    .unwrap_or_default();
                 format!(
-                    "node {id}: {} term {} leader {:?} last {:?} committed {:?} applied {}",
+                    "node {id}: {} term {} leader {:?} last {:?} committed {:?} applied {}{waiting}",
                     s.role,
                     s.term,
                     s.leader.map(|l| l.0),
