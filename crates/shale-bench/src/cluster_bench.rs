@@ -184,11 +184,11 @@ impl Setup {
             flushes += field(&p, "shale_flushes");
             compactions += field(&p, "shale_compactions");
         }
-        f.insert("followers' own flushes", flushes);
-        f.insert("followers' own compactions", compactions);
+        f.insert("followers' own flushes".into(), flushes);
+        f.insert("followers' own compactions".into(), compactions);
         let r = info(self.target, "replication");
         f.insert(
-            "MB shipped by the leader",
+            "MB shipped by the leader".into(),
             field(&r, "rubble_bytes_shipped") / 1e6,
         );
     }
