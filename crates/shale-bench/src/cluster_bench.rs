@@ -296,7 +296,7 @@ fn start(setup: &str, bin: &Path, write_buffer_size: u64) -> Result<Setup> {
                     .args(["--node-id", &(i + 1).to_string()])
                     .args(["--raft-addr", &format!("127.0.0.1:{raft_port}")])
                     .args(["--peers", &peers.join(",")])
-                    .args(&memtable);
+                    .args(memtable.iter());
                 if setup == "rubble3" {
                     cmd.args(["--replication-mode", "rubble"]);
                 }
@@ -335,7 +335,7 @@ fn start(setup: &str, bin: &Path, write_buffer_size: u64) -> Result<Setup> {
             ])
             .arg("--dir")
             .arg(&dir)
-            .args(&memtable);
+            .args(memtable.iter());
             children.push((spawn(&mut cmd, "shale")?, port));
             dirs.push(dir);
             wait_ready(port)?;
