@@ -43,8 +43,9 @@ use std::sync::Arc;
 /// The directory, inside the database directory, where shipped files wait for their edit.
 pub const STAGING_DIR: &str = "staging";
 /// The directory, inside the database directory, that keeps the input files of installed edits
-/// as `<index>-<name>` (the index of the edit that removed them) for nodes that replay older
-/// edits and fetch their files, until [`Db::drop_retired`].
+/// as `<index>/<name>` (under the index of the edit that removed them, with their own names, so
+/// that they are sent as they are) for nodes that replay older edits and fetch their files,
+/// until [`Db::drop_retired`].
 pub const RETIRED_DIR: &str = "retired";
 
 /// Bits of a file number that hold the counter; the term is above them.
@@ -162,11 +163,12 @@ impl Db {
             return;
         };
         for name in names {
-            let index = name
-                .split_once('-')
-                .and_then(|(i, _)| i.parse::<u64>().ok());
-            if index.is_some_and(|i| i <= upto) {
-                let _ = inner.fs.remove_file(&dir.join(&name));
+            if name.parse::<u64>().is_ok_and(|i| i <= upto) {
+                let sub = dir.join(&name);
+                for file in inner.fs.list_dir(&sub).unwrap_or_default() {
+                    let _ = inner.fs.remove_file(&sub.join(file));
+                }
+                let _ = inner.fs.remove_dir(&sub);
             }
         }
     }
@@ -794,11 +796,11 @@ fn clear_staging(inner: &DbInner) -> Result<()> {
 /// Where a retired copy of `name` is, if any.
 fn retired_path(inner: &DbInner, name: &str) -> Option<PathBuf> {
     let dir = inner.dir.join(RETIRED_DIR);
-    let names = inner.fs.list_dir(&dir).ok()?;
-    names
+    let indexes = inner.fs.list_dir(&dir).ok()?;
+    indexes
         .into_iter()
-        .find(|n| n.split_once('-').is_some_and(|(_, rest)| rest == name))
-        .map(|n| dir.join(n))
+        .map(|index| dir.join(index).join(name))
+        .find(|p| inner.fs.exists(p))
 }
 
 /// Links the files `ve` removes into the retired directory under `index`, durably.
@@ -819,13 +821,14 @@ fn retire_inputs(inner: &DbInner, state: &State, ve: &VersionEdit, index: u64) -
     if paths.is_empty() {
         return Ok(());
     }
-    let dir = inner.dir.join(RETIRED_DIR);
+    let retired = inner.dir.join(RETIRED_DIR);
+    let dir = retired.join(index.to_string());
     inner
         .fs
         .create_dir_all(&dir)
         .ctx(|| format!("create {}", dir.display()))?;
     for from in paths {
-        let to = dir.join(format!("{index}-{}", file_name(&from)));
+        let to = dir.join(file_name(&from));
         if !inner.fs.exists(&to) {
             inner
                 .fs
@@ -833,10 +836,13 @@ fn retire_inputs(inner: &DbInner, state: &State, ve: &VersionEdit, index: u64) -
                 .ctx(|| format!("retire {}", from.display()))?;
         }
     }
-    inner
-        .fs
-        .sync_dir(&dir)
-        .ctx(|| format!("sync directory {}", dir.display()))
+    for d in [&dir, &retired, &inner.dir] {
+        inner
+            .fs
+            .sync_dir(d)
+            .ctx(|| format!("sync directory {}", d.display()))?;
+    }
+    Ok(())
 }
 
 fn file_name(path: &Path) -> String {
