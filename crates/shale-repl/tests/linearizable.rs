@@ -38,7 +38,7 @@ async fn concurrent_clients_see_a_linearizable_history_through_faults() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KNOWN FAILURE, about 1 run in 3: the deposed leader's applier waits for an edit's files that no node sends (the failure's message says which and why); run with --ignored"]
+#[ignore = "PENDING: failed about 1 run in 3 (a node behind waited forever for files a later compaction had retired elsewhere); not yet re-run since the fix; run with --ignored"]
 async fn concurrent_clients_see_a_linearizable_history_through_faults_in_rubble_mode() {
     run(ReplicationMode::Rubble).await;
 }
