@@ -309,7 +309,8 @@ impl Cluster {
             .filter(|(r, _)| r.is_leader())
             .map(|(r, id)| (r.term(), id))
             .collect();
-        leaders.sort_unstable_by(|a, b| b.cmp(a));
+        leaders.sort_unstable();
+        leaders.reverse();
         leaders.into_iter().map(|(_, id)| id).collect()
     }
 
