@@ -319,18 +319,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 .map_err(|e| e.to_string())?;
             if shared.fetcher.is_some() {
                 // Edits the snapshot covers are never applied here: their staged files would
-                // stay forever. Edits after it are of its last entry's term or later, and so are
-                // their files: those stay (this node may be one of the holders their commit
-                // counted on).
-                let term = meta.last_log_id.map_or(0, |l| l.leader_id.term);
-                shared.db.remove_staged(shale::file_number(term, 0), None);
-                // Staged copies of files the snapshot brought are not needed either.
-                let staging = shared.db.staging_dir();
-                for name in files.fs.list_dir(&staging).unwrap_or_default() {
-                    if files.fs.exists(&shared.db.path().join(&name)) {
-                        shared.db.remove_staged(0, Some(&name));
-                    }
-                }
+                // stay forever. Later edits fetch theirs again. (A node that held a later edit's
+                // files for its quorum loses them here; the other holders still have them.)
+                shared.db.remove_staged(u64::MAX, None);
             }
             {
                 let mut s = shared.inner.lock();
