@@ -421,6 +421,12 @@ impl FloDbMemtable {
         (buffered, self.shared.skiplist.len())
     }
 
+    /// Bytes of the skiplist's point index (part of [`Memtable::approximate_bytes`]).
+    #[cfg(test)]
+    pub(crate) fn index_bytes(&self) -> usize {
+        self.shared.skiplist.index_bytes()
+    }
+
     /// Drains every bucket into the skiplist.
     #[cfg(test)]
     pub(crate) fn drain(&self) {

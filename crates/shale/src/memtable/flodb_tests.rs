@@ -129,11 +129,13 @@ fn entries_cost_their_memory_once() {
         flodb.insert(&k, i + 1, ValueKind::Value, &value);
         plain.insert(&k, i + 1, ValueKind::Value, &value);
     }
-    let buffered = flodb.approximate_bytes();
+    // Draining copies no entry; only the skiplist's point index may grow (the drain links the
+    // entries it indexes: at 2,000 entries, under Miri, it doubles twice).
+    let buffered = flodb.approximate_bytes() - flodb.index_bytes();
     flodb.drain();
     assert_eq!(flodb.level_counts().0, 0);
+    assert_eq!(buffered, flodb.approximate_bytes() - flodb.index_bytes());
     let drained = flodb.approximate_bytes();
-    assert_eq!(buffered, drained);
     let base = plain.approximate_bytes();
     assert!(
         drained < base + base / 10,
@@ -244,8 +246,13 @@ fn drain_threads_exit_on_drop() {
     let started = Instant::now();
     drop(m);
     // Drop joined the threads, and they released the shared state.
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(weak.strong_count(), 0);
+    // Promptly: a thread wakes from its longest idle sleep within milliseconds. Miri interprets
+    // every step a thousandfold slower (the first join took over 5 s there): it checks the join
+    // and the release, not the time.
+    if !cfg!(miri) {
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
 }
 
 #[test]

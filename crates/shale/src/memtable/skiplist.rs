@@ -889,6 +889,13 @@ impl SkipListMemtable {
         n
     }
 
+    /// Bytes of the point index's tables, current and retired (part of
+    /// [`Memtable::approximate_bytes`]).
+    #[cfg(test)]
+    pub(crate) fn index_bytes(&self) -> usize {
+        self.writer.lock().index.bytes()
+    }
+
     /// Nodes built by [`Self::build`], linked or not.
     pub(crate) fn built(&self) -> usize {
         self.build_shards
