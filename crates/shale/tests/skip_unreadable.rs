@@ -216,6 +216,8 @@ fn regression_issue_18_one_bad_sst_block_is_skipped_and_reported_with_its_key_ra
     assert!(s.offset <= offset && offset - s.offset < 2048, "{s:?}");
     assert_eq!(s.error.kind(), ErrorKind::Corruption);
     assert!(s.error.to_string().contains(&name(sst)), "{}", s.error);
+    // Named relative to the data directory (issue 18, defect 6).
+    assert!(!s.error.to_string().contains(DIR), "{}", s.error);
     assert_range_is_exactly(s, &expected, &lost);
     // The bounds are the keys around the block: after the last intact key before it, through
     // the last lost key.

@@ -67,9 +67,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use write::{WalState, WriteQueue};
 
-/// The skip log of a scan with `options`: `Some` when it steps over unreadable data.
-fn skip_log(options: &ReadOptions) -> Option<Arc<crate::iter::SkipLog>> {
-    options.skip_unreadable.then(Arc::default)
+/// The skip log of a scan with `options` in the data directory `dir`: `Some` when it steps over
+/// unreadable data.
+fn skip_log(options: &ReadOptions, dir: &Path) -> Option<Arc<crate::iter::SkipLog>> {
+    options
+        .skip_unreadable
+        .then(|| Arc::new(crate::iter::SkipLog::relative_to(dir)))
 }
 
 /// An open database. Cheap to share between threads (`Db: Send + Sync`; wrap it in an `Arc`).
@@ -322,7 +325,14 @@ impl Db {
     /// ```
     pub fn range_with(&self, range: impl KeyRange, options: &ReadOptions) -> DbIterator {
         let (lo, hi) = key_range::owned_bounds(&range);
-        read::iterator(&self.inner, lo, hi, None, Box::new(()), skip_log(options))
+        read::iterator(
+            &self.inner,
+            lo,
+            hi,
+            None,
+            Box::new(()),
+            skip_log(options, &self.inner.dir),
+        )
     }
 
     /// Every entry, in key order; double-ended.

@@ -101,7 +101,7 @@ impl Snapshot {
             hi,
             Some(self.handle.seq),
             Box::new(self.handle.clone()),
-            super::skip_log(options),
+            super::skip_log(options, &self.handle.db.dir),
         )
     }
 

@@ -23,6 +23,7 @@
 use crate::error::{Error, ErrorKind};
 use parking_lot::Mutex;
 use std::ops::Bound;
+use std::path::{Path, PathBuf};
 
 /// Skipped pieces one iterator keeps the details of; further ones are only counted.
 pub const MAX_SKIPS_KEPT: usize = 1024;
@@ -87,6 +88,8 @@ pub(crate) fn skippable(err: &Error) -> bool {
 #[derive(Debug, Default)]
 pub(crate) struct SkipLog {
     inner: Mutex<LogInner>,
+    /// The data directory: errors recorded name files relative to it.
+    dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Default)]
@@ -100,8 +103,19 @@ struct LogInner {
 }
 
 impl SkipLog {
+    /// An empty log whose errors name files relative to the data directory `dir`.
+    pub(crate) fn relative_to(dir: &Path) -> SkipLog {
+        SkipLog {
+            dir: Some(dir.to_path_buf()),
+            ..SkipLog::default()
+        }
+    }
+
     /// Records `skipped` unless the same piece was recorded before. Returns true when it is new.
-    pub(crate) fn record(&self, skipped: Skipped) -> bool {
+    pub(crate) fn record(&self, mut skipped: Skipped) -> bool {
+        if let Some(dir) = &self.dir {
+            skipped.error = skipped.error.relative_to(dir);
+        }
         let mut log = self.inner.lock();
         let same = |s: &Skipped| {
             s.kind == skipped.kind && s.offset == skipped.offset && s.file == skipped.file
