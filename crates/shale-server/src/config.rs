@@ -124,7 +124,7 @@ pub struct Config {
     /// Most reply bytes one batch may produce. Default [`DEFAULT_CLIENT_OUTPUT_BUFFER_LIMIT`].
     pub client_output_buffer_limit: usize,
     /// Connection threads, each a single-threaded runtime that owns the connections handed to it;
-    /// 0 means one per CPU. Default 0.
+    /// 0 means [`default_threads`] (half the CPUs, at least one). Default 0.
     pub threads: usize,
     /// Engine memtable size. Default [`DEFAULT_WRITE_BUFFER_SIZE`].
     pub write_buffer_size: usize,
@@ -158,6 +158,17 @@ pub struct Config {
 pub const DEFAULT_HEARTBEAT_MS: u64 = shale_repl::DEFAULT_HEARTBEAT_MS;
 /// Default election timeout range in milliseconds.
 pub const DEFAULT_ELECTION_TIMEOUT_MS: (u64, u64) = shale_repl::DEFAULT_ELECTION_TIMEOUT_MS;
+/// Connection threads when `threads` is 0 on a single node: half the CPUs, at least one.
+///
+/// The other half is left to the engine's flushes, compactions and WAL syncs, and to clients on
+/// the same machine. Measured (BENCHMARKS.md, issue 16): on two CPUs shared with 16 YCSB client
+/// threads, two connection threads put the server's read p99 at 0.7-1.0 ms against Redis's 0.3
+/// ms, because the threads spent their time being woken and switched; one thread brought it to
+/// Redis's.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
+
 /// Connection threads of a cluster node when `threads` is 0: a write batch waits for its Raft
 /// entry on its connection's thread (holding its key locks), so each of many concurrent clients
 /// needs a thread of its own for their writes to share entries and fsyncs.

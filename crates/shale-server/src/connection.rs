@@ -218,8 +218,10 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
 /// Executes `batch[from..]`, appending its replies to `out`, and makes its writes as durable
 /// as `appendfsync` asks before any reply leaves (see the module documentation). A batch with a
 /// large argument runs on a blocking thread, so the connection thread's other clients are not
-/// held up. Returns what it took, the outcome and, on a durability failure, the error line to
-/// answer with; `None` when the blocking thread died.
+/// held up, and hands the WAL to the operating system there too: a value below the engine's
+/// large-value size goes through the WAL, and a `write` of megabytes can sleep in the kernel's
+/// dirty-page throttling. Returns what it took, the outcome and, on a durability failure, the
+/// error line to answer with; `None` when the blocking thread died.
 async fn execute_durably(
     shared: &Arc<Shared>,
     mut s: Session,
@@ -238,11 +240,12 @@ async fn execute_durably(
     // A cluster node's writes are durable when their commit returns.
     let writes = exec::writes_anything(part) && shared.store.replica().is_none();
     let always = shared.store.appendfsync() == Appendfsync::Always && writes;
-    let (ticket, outcome, s, batch, o) = if has_large_argument(part) {
+    let (ticket, outcome, s, batch, o, flushed) = if has_large_argument(part) {
         let sh = shared.clone();
         tokio::task::spawn_blocking(move || {
             let mut batch = batch;
             let (ticket, outcome) = execute(&sh, &mut s, &batch[from..], &mut o, always);
+            let flushed = (writes && ticket.is_none()).then(|| flush_wal(&sh));
             if !matches!(outcome, exec::Outcome::Blocked { .. }) {
                 // Done with the arguments: free them here, not on the connection's thread. A
                 // request's name is all that its reply's failure handling needs.
@@ -252,13 +255,13 @@ async fn execute_durably(
                 }
             }
             drop(spent);
-            (ticket, outcome, s, batch, o)
+            (ticket, outcome, s, batch, o, flushed)
         })
         .await
         .ok()?
     } else {
         let (ticket, outcome) = execute(shared, &mut s, part, &mut o, always);
-        (ticket, outcome, s, batch, o)
+        (ticket, outcome, s, batch, o, None)
     };
     let durable = match ticket {
         // Replies wait for the fsync that covers the batch's writes.
@@ -266,7 +269,10 @@ async fn execute_durably(
             .await
             .unwrap_or_else(|_| Err("the WAL syncer stopped".into()))
             .map_err(|e| format!("ERR engine: {e}")),
-        None if writes => settle(shared, false).await,
+        None if writes => match flushed {
+            Some(flushed) => flushed,
+            None => settle(shared, false).await,
+        },
         None => Ok(()),
     };
     Some((s, batch, o, outcome, durable))
@@ -319,6 +325,11 @@ async fn settle(shared: &Shared, sync_always: bool) -> Result<(), String> {
     // ready run their batches first, then hand the WAL to the operating system once for all of
     // them (the first to get here writes, the others find nothing left) before anyone answers.
     tokio::task::yield_now().await;
+    flush_wal(shared)
+}
+
+/// `Db::flush_wal`, with the error as the line to answer with.
+fn flush_wal(shared: &Shared) -> Result<(), String> {
     shared
         .store
         .db()

@@ -66,7 +66,7 @@ struct ServeArgs {
     /// Most reply bytes one pipeline batch may produce [default: 536870912].
     #[arg(long)]
     client_output_buffer_limit: Option<usize>,
-    /// Connection threads (each a single-threaded runtime); 0 is one per CPU [default: 0].
+    /// Connection threads (each a single-threaded runtime); 0 is half the CPUs, at least one [default: 0].
     #[arg(long)]
     threads: Option<usize>,
     /// Engine row cache in bytes; 0 turns it off [default: 0].

@@ -49,7 +49,7 @@ pub fn run(mut config: Config) -> Result<(), String> {
     }
     let threads = match config.threads {
         0 if config.cluster.enabled() => crate::config::CLUSTER_DEFAULT_THREADS,
-        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        0 => crate::config::default_threads(),
         n => n,
     };
     // The main runtime accepts, runs the background tasks and hands each connection to a shard.
