@@ -3,8 +3,10 @@
 //! A node keeps one connection per peer for Raft messages (one message in flight at a time, as
 //! openraft sends them) and opens a separate connection for each snapshot transfer, so
 //! heartbeats never wait behind a snapshot's megabytes; rubble mode's shipped and fetched files
-//! travel the same way, each transfer on a connection of its own. A failed connection is dropped and
-//! opened again at the next message. See `docs/format/raft-wire.md`.
+//! travel the same way, each transfer on a connection of its own. A failed connection is dropped
+//! and opened again at the next message, and so is one whose message was given up before its
+//! reply came (openraft drops a call that timed out): a reply is only ever read by the call that
+//! sent its message. See `docs/format/raft-wire.md`.
 
 use super::{Rpc, RpcReply, Service, Transport};
 use crate::raft::{NodeId, NodeInfo, SnapshotMeta, SnapshotResp, Vote};
@@ -125,35 +127,37 @@ impl Transport for TcpTransport {
         let slot = self.conns.lock().entry(target).or_default().clone();
         let addr = info.raft_addr.clone();
         async move {
-            let mut conn = slot.lock().await;
+            let mut slot = slot.lock().await;
+            // The connection leaves its slot while the message is in flight and goes back only
+            // once the reply was read whole. openraft times calls out by dropping them: a
+            // connection kept after that would still carry the dropped call's reply, and the
+            // next message would read it as its own (an AppendEntries "success" for entries
+            // the peer never got, so a leader committed them without a quorum). Dropped with
+            // the call, the connection closes, and the next message opens a fresh one.
+            let taken = slot.take();
             let attempt = async {
-                if conn.is_none() {
-                    *conn = Some(connect(&addr).await?);
-                }
-                let (r, w) = conn
-                    .as_mut()
-                    .ok_or_else(|| io::Error::other("no connection"))?;
-                write_frame(w, &Frame::Rpc(rpc)).await?;
+                let (mut r, mut w) = match taken {
+                    Some(c) => c,
+                    None => connect(&addr).await?,
+                };
+                write_frame(&mut w, &Frame::Rpc(rpc)).await?;
                 w.flush().await?;
-                match read_frame(r).await? {
-                    Frame::Reply(reply) => Ok(reply),
-                    other => Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("unexpected frame {other:?}"),
-                    )),
+                match read_frame(&mut r).await? {
+                    Frame::Reply(reply) => Ok((reply, (r, w))),
+                    other => Err(unexpected(&other)),
                 }
             };
-            let result = match tokio::time::timeout(CALL_TIMEOUT, attempt).await {
-                Ok(r) => r,
+            match tokio::time::timeout(CALL_TIMEOUT, attempt).await {
+                Ok(Ok((reply, conn))) => {
+                    *slot = Some(conn);
+                    Ok(reply)
+                }
+                Ok(Err(e)) => Err(e),
                 Err(_) => Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!("no reply from {addr}"),
                 )),
-            };
-            if result.is_err() {
-                *conn = None;
             }
-            result
         }
         .boxed()
     }
@@ -360,6 +364,79 @@ async fn serve_connection(stream: TcpStream, service: Service) -> io::Result<()>
                 w.flush().await?;
             }
             other => return Err(unexpected(&other)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raft::VoteReq;
+
+    /// A peer that answers each vote request with `Failed("term N")`, N the request's term,
+    /// taking `slow` before it answers term 1.
+    async fn peer(slow: Duration) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let (r, w) = stream.into_split();
+                    let (mut r, mut w) = (BufReader::new(r), BufWriter::new(w));
+                    while let Ok(Frame::Rpc(Rpc::Vote(req))) = read_frame(&mut r).await {
+                        let term = req.vote.leader_id().term;
+                        if term == 1 {
+                            tokio::time::sleep(slow).await;
+                        }
+                        let reply = Frame::Reply(RpcReply::Failed(format!("term {term}")));
+                        if write_frame(&mut w, &reply).await.is_err() || w.flush().await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn vote(term: u64) -> Rpc {
+        Rpc::Vote(VoteReq::new(Vote::new(term, 1), None))
+    }
+
+    fn answer(reply: RpcReply) -> String {
+        match reply {
+            RpcReply::Failed(s) => s,
+            other => panic!("unexpected reply {other:?}"),
+        }
+    }
+
+    /// Regression (issue 19): openraft drops a call that outlives its timeout; the next call on
+    /// the connection read the dropped call's reply as its own, so a leader took a follower's
+    /// "success" for entries it never got and committed them without a quorum.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reply_to_a_dropped_call_is_never_taken_for_the_next_ones() {
+        let info = NodeInfo {
+            raft_addr: peer(Duration::from_millis(300)).await,
+            client_addr: String::new(),
+        };
+        let transport = TcpTransport::new();
+        assert_eq!(
+            answer(transport.call(1, 2, &info, vote(3)).await.unwrap()),
+            "term 3"
+        );
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(50),
+            transport.call(1, 2, &info, vote(1)),
+        )
+        .await;
+        assert!(
+            dropped.is_err(),
+            "the slow call was not dropped: {dropped:?}"
+        );
+        for term in [2, 4, 5] {
+            let got = answer(transport.call(1, 2, &info, vote(term)).await.unwrap());
+            assert_eq!(got, format!("term {term}"));
         }
     }
 }
