@@ -4,7 +4,10 @@
 //! the history of a few contended keys (unique values; timeouts and errors as unknown outcomes)
 //! is linearizable.
 //!
-//! `SHALE_CLUSTER_PROCESS_SECS` lengthens each phase of the run (default 2 seconds).
+//! `SHALE_CLUSTER_PROCESS_SECS` lengthens each phase of the run (default 2 seconds). A failed
+//! run keeps its data directories and node logs and prints where they are, with each node's
+//! `INFO replication` and log tail. `SHALE_TEST_BIN` runs another `shale` binary than the one
+//! this test was built with (to compare builds with one test binary).
 
 use shale_repl::lincheck::{self, Event, Op, Verdict};
 use std::io::{BufRead, BufReader};
@@ -17,6 +20,32 @@ use std::time::{Duration, Instant};
 
 const NODES: usize = 3;
 const IO_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A scratch directory that outlives a failed test, so its nodes' data and logs can be read.
+struct Scratch(Option<tempfile::TempDir>);
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch(Some(tempfile::tempdir().unwrap()))
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.0.as_ref().expect("scratch directory").path()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Some(dir) = self.0.take() {
+                eprintln!(
+                    "test failed: data and logs kept in {}",
+                    dir.keep().display()
+                );
+            }
+        }
+    }
+}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -36,7 +65,9 @@ struct Node {
 
 impl Node {
     fn start(&mut self) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
+        let bin = std::env::var_os("SHALE_TEST_BIN")
+            .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_shale")), PathBuf::from);
+        let mut child = Command::new(bin)
             .arg("serve")
             .arg("--dir")
             .arg(&self.dir)
@@ -157,6 +188,14 @@ fn wait_leader(nodes: &[Node], timeout: Duration) -> usize {
     }
 }
 
+/// A write a client got acknowledged, `at` microseconds into the run.
+#[derive(Clone, Debug)]
+struct Acked {
+    key: String,
+    value: String,
+    at: u64,
+}
+
 /// One client bound to one node: writes unique keys (for the no-loss check) and contended keys
 /// (for the linearizability check), and reads contended keys.
 fn client_loop(
@@ -164,7 +203,7 @@ fn client_loop(
     port: u16,
     stop: Arc<AtomicBool>,
     epoch: Instant,
-    acked: Arc<Mutex<Vec<(String, String)>>>,
+    acked: Arc<Mutex<Vec<Acked>>>,
     history: Arc<Mutex<Vec<Event>>>,
 ) {
     let mut con: Option<redis::Connection> = None;
@@ -200,7 +239,11 @@ fn client_loop(
                 con = None;
             }
             if ok && key.starts_with('u') {
-                acked.lock().unwrap().push((key.clone(), value.clone()));
+                acked.lock().unwrap().push(Acked {
+                    key: key.clone(),
+                    value: value.clone(),
+                    at: now(),
+                });
             }
             if key.starts_with('c') {
                 history.lock().unwrap().push(Event {
@@ -278,7 +321,7 @@ fn start_cluster_with(tmp: &std::path::Path, extra: &[&str]) -> Vec<Node> {
 
 #[test]
 fn a_three_process_cluster_survives_sigkill_and_sigstop_of_leader_and_follower() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = Scratch::new();
     kills_and_freezes_lose_nothing(start_cluster(tmp.path()));
 }
 
@@ -288,7 +331,7 @@ fn a_three_process_cluster_survives_sigkill_and_sigstop_of_leader_and_follower()
 #[test]
 #[ignore = "PENDING: not yet run; run with --ignored"]
 fn a_three_process_rubble_cluster_survives_kills_and_only_its_leader_compacts() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = Scratch::new();
     let rubble = ["--replication-mode", "rubble"];
     let mut nodes = kills_and_freezes_lose_nothing(start_cluster_with(tmp.path(), &rubble));
     let l = wait_leader(&nodes, Duration::from_secs(10));
@@ -395,73 +438,114 @@ fn kills_and_freezes_lose_nothing(mut nodes: Vec<Node>) -> Vec<Node> {
         })
         .collect();
 
+    let mut timeline = Vec::new();
+    let mut mark = |what: String| {
+        timeline.push(format!("{:8.3} s {what}", epoch.elapsed().as_secs_f64()));
+    };
     std::thread::sleep(phase);
     // The leader dies; a new one is elected; the old one comes back as a follower.
     let l = wait_leader(&nodes, Duration::from_secs(10));
+    mark(format!("SIGKILL leader node {}", nodes[l].id));
     nodes[l].kill();
     std::thread::sleep(phase);
     nodes[l].start();
+    mark(format!("node {} restarted", nodes[l].id));
     std::thread::sleep(phase);
     // A follower freezes, then resumes.
     let l = wait_leader(&nodes, Duration::from_secs(10));
     let f = (l + 1) % NODES;
+    mark(format!(
+        "SIGSTOP follower node {} (leader node {})",
+        nodes[f].id, nodes[l].id
+    ));
     nodes[f].signal(libc::SIGSTOP);
     std::thread::sleep(phase);
     nodes[f].signal(libc::SIGCONT);
+    mark(format!("SIGCONT node {}", nodes[f].id));
     std::thread::sleep(phase);
     // A follower dies and comes back.
     let l = wait_leader(&nodes, Duration::from_secs(10));
     let f = (l + 2) % NODES;
+    mark(format!(
+        "SIGKILL follower node {} (leader node {})",
+        nodes[f].id, nodes[l].id
+    ));
     nodes[f].kill();
     std::thread::sleep(phase);
     nodes[f].start();
+    mark(format!("node {} restarted", nodes[f].id));
     std::thread::sleep(phase);
     // The leader freezes: the others elect a new one; it resumes as a deposed leader.
     let l = wait_leader(&nodes, Duration::from_secs(10));
+    mark(format!("SIGSTOP leader node {}", nodes[l].id));
     nodes[l].signal(libc::SIGSTOP);
     std::thread::sleep(phase * 2);
     nodes[l].signal(libc::SIGCONT);
+    mark(format!("SIGCONT node {}", nodes[l].id));
     std::thread::sleep(phase);
     stop.store(true, Ordering::Relaxed);
     for c in clients {
         c.join().unwrap();
     }
+    mark("clients stopped".into());
 
-    // Every node catches up and holds every acknowledged write.
-    wait_leader(&nodes, Duration::from_secs(10));
+    // Every node applies everything the leader holds in its log (which includes every
+    // acknowledged write), and then holds every acknowledged write.
+    let l = wait_leader(&nodes, Duration::from_secs(10));
     let acked = acked.lock().unwrap().clone();
     assert!(
         acked.len() > 50,
         "clients got writes acknowledged: {}",
         acked.len()
     );
+    let target = nodes[l]
+        .info()
+        .and_then(|i| field(&i, "raft_last_log_index"))
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("the leader's last log index");
+    mark(format!(
+        "leader node {} holds log index {target}",
+        nodes[l].id
+    ));
     let deadline = Instant::now() + Duration::from_secs(30);
     for n in &nodes {
         loop {
-            let mut con = n.client().expect("connect");
-            let _: () = redis::cmd("READONLY").query(&mut con).unwrap();
-            let missing = acked
-                .iter()
-                .filter(|(k, v)| {
-                    redis::cmd("GET")
-                        .arg(k)
-                        .query::<Option<String>>(&mut con)
-                        .ok()
-                        .flatten()
-                        .as_ref()
-                        != Some(v)
-                })
-                .count();
-            if missing == 0 {
+            let applied = n
+                .info()
+                .and_then(|i| field(&i, "raft_applied_index"))
+                .and_then(|v| v.parse::<u64>().ok());
+            if applied.is_some_and(|a| a >= target) {
                 break;
             }
-            assert!(
-                Instant::now() < deadline,
-                "node {} lacks {missing} of {} acknowledged writes",
-                n.id,
-                acked.len()
-            );
+            if Instant::now() >= deadline {
+                panic!(
+                    "node {} applied {applied:?}, not index {target}, within 30 s\n{}",
+                    n.id,
+                    report(&nodes, &timeline)
+                );
+            }
             std::thread::sleep(Duration::from_millis(200));
+        }
+        let missing = missing_writes(n, &acked);
+        if !missing.is_empty() {
+            panic!(
+                "node {} lacks {} of {} acknowledged writes after applying index {target}; \
+                 the first: {:?}\n{}",
+                n.id,
+                missing.len(),
+                acked.len(),
+                missing
+                    .iter()
+                    .take(5)
+                    .map(|a| format!(
+                        "{}={} (acknowledged at {:.3} s)",
+                        a.key,
+                        a.value,
+                        a.at as f64 / 1e6
+                    ))
+                    .collect::<Vec<_>>(),
+                report(&nodes, &timeline)
+            );
         }
     }
     let history = history.lock().unwrap().clone();
@@ -485,6 +569,46 @@ fn kills_and_freezes_lose_nothing(mut nodes: Vec<Node>) -> Vec<Node> {
         history.len()
     );
     nodes
+}
+
+/// The acknowledged writes that a READONLY connection to `node` does not read back.
+fn missing_writes(node: &Node, acked: &[Acked]) -> Vec<Acked> {
+    let mut con = node.client().expect("connect");
+    let _: () = redis::cmd("READONLY").query(&mut con).unwrap();
+    let mut missing = Vec::new();
+    for chunk in acked.chunks(500) {
+        let mut pipe = redis::pipe();
+        for a in chunk {
+            pipe.cmd("GET").arg(&a.key);
+        }
+        let got: Vec<Option<String>> = pipe.query(&mut con).expect("GET the acknowledged keys");
+        missing.extend(
+            chunk
+                .iter()
+                .zip(got)
+                .filter(|(a, v)| v.as_ref() != Some(&a.value))
+                .map(|(a, _)| a.clone()),
+        );
+    }
+    missing
+}
+
+/// What a failed run prints: the schedule, and each node's INFO replication and log tail.
+fn report(nodes: &[Node], timeline: &[String]) -> String {
+    let mut out = format!("timeline:\n{}\n", timeline.join("\n"));
+    for n in nodes {
+        let log = std::fs::read_to_string(n.dir.with_extension("log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        out += &format!(
+            "--- node {} (running: {}, dir {}):\n{}\n--- its log's tail:\n{}\n",
+            n.id,
+            n.child.is_some(),
+            n.dir.display(),
+            n.info().unwrap_or_else(|| "no INFO answer".into()),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    out
 }
 
 fn query<T: redis::FromRedisValue>(con: &mut redis::Connection, args: &[&str]) -> T {
