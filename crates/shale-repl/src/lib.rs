@@ -33,7 +33,7 @@ pub use error::ReplError;
 pub use log::LogStore;
 pub use raft::{
     NodeId, NodeInfo, RaftTiming, DEFAULT_ELECTION_TIMEOUT_MS, DEFAULT_HEARTBEAT_MS,
-    DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT,
+    DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT, DEFAULT_READ_LEASE_MS,
 };
 pub use replica::{
     ClusterStatus, FollowerStatus, PendingWrite, Replica, ReplicaConfig, Role, GROUP_BYTES,

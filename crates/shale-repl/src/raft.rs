@@ -81,6 +81,10 @@ pub struct RaftTiming {
     /// Log entries kept behind a snapshot, so a follower that lags by fewer catches up from the
     /// log rather than by snapshot.
     pub logs_kept_after_snapshot: u64,
+    /// The read lease, in milliseconds (0: off): after a leadership confirmation that began at
+    /// `t`, the leader serves reads without another until `t` plus this. Must be below
+    /// `election_timeout_ms.0` (see `Replica::read_barrier`).
+    pub read_lease_ms: u64,
 }
 
 /// Default [`RaftTiming::heartbeat_ms`].
@@ -88,7 +92,9 @@ pub const DEFAULT_HEARTBEAT_MS: u64 = 100;
 /// Default [`RaftTiming::election_timeout_ms`]: a new leader within a second of a crash.
 pub const DEFAULT_ELECTION_TIMEOUT_MS: (u64, u64) = (500, 1000);
 /// Default [`RaftTiming::logs_kept_after_snapshot`].
-pub const DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT: u64 = 5000;
+pub const DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT: u64 = 1000;
+/// Default [`RaftTiming::read_lease_ms`]: half the shortest election timeout.
+pub const DEFAULT_READ_LEASE_MS: u64 = DEFAULT_ELECTION_TIMEOUT_MS.0 / 2;
 
 impl Default for RaftTiming {
     fn default() -> RaftTiming {
@@ -96,6 +102,7 @@ impl Default for RaftTiming {
             heartbeat_ms: DEFAULT_HEARTBEAT_MS,
             election_timeout_ms: DEFAULT_ELECTION_TIMEOUT_MS,
             logs_kept_after_snapshot: DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT,
+            read_lease_ms: DEFAULT_READ_LEASE_MS,
         }
     }
 }
@@ -103,6 +110,12 @@ impl Default for RaftTiming {
 /// openraft's configuration for `timing`. Snapshots are triggered by the replica after each
 /// flush, never by openraft's own policy (a snapshot is the flushed state, not the applied one).
 pub(crate) fn config(timing: &RaftTiming) -> Result<Arc<openraft::Config>, ReplError> {
+    if timing.read_lease_ms >= timing.election_timeout_ms.0 {
+        return Err(ReplError::Config(format!(
+            "the read lease ({} ms) must be shorter than the shortest election timeout ({} ms)",
+            timing.read_lease_ms, timing.election_timeout_ms.0
+        )));
+    }
     let config = openraft::Config {
         cluster_name: "shale".into(),
         heartbeat_interval: timing.heartbeat_ms,

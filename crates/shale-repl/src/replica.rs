@@ -11,7 +11,25 @@
 //!   flushed position), after which Raft purges the log up to it, keeping some entries for
 //!   followers that lag a little;
 //! - the read barrier: linearizable reads wait for one leadership confirmation that started after
-//!   they asked, shared by every read that asked meanwhile.
+//!   they asked, shared by every read that asked meanwhile; while the leader holds a read lease
+//!   (a confirmation began less than `read_lease_ms` ago in its current term) they wait for none,
+//!   and a confirmation renews the lease in the background before it runs out.
+//!
+//! Why a lease is safe. A confirmation that began at `t` (leader's clock) was acknowledged by a
+//! quorum; each acknowledging follower refuses votes for `election_timeout_ms.1` after it
+//! received that heartbeat (openraft's leader lease, counted on the follower's clock from after
+//! `t`); a node refuses every vote for as long after it starts ([`Service`]: a restarted node
+//! forgot when it last heard from a leader); and the leader drops its lease before it handles
+//! any vote request, and keeps no lease from a confirmation that began before one. A new leader
+//! needs votes from a majority, which overlaps the confirming quorum, so none can exist before
+//! `t + election_timeout_ms.1`, while the lease ends at `t + read_lease_ms`, below
+//! `election_timeout_ms.0`. The clock-drift margin: with the defaults (lease 250 ms, election
+//! timeouts 500..1000 ms) the lease stays safe unless a follower's clock runs 4x
+//! (`election_timeout_ms.1 / read_lease_ms`) faster than the leader's. A leader paused after
+//! its lease check (SIGSTOP, a long GC-like stall) is harmless: it reads the state it had at
+//! the check, and an isolated leader applies nothing new. Not covered: a leader machine
+//! suspended and resumed inside a lease (the monotonic clock stops while suspended), so
+//! deployments that suspend VMs should set `read_lease_ms = 0`, which turns leases off.
 //!
 //! Writes are refused (`ReplError::NotLeader`) on a follower; the server forwards them.
 
@@ -33,7 +51,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Notify, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -164,6 +182,25 @@ struct Queue {
     closed: bool,
 }
 
+/// The leader's read lease (see the module documentation).
+#[derive(Default)]
+pub(crate) struct Lease {
+    /// The term it was won in and when it runs out.
+    granted: Option<(u64, Instant)>,
+    /// Vote requests this node received. Each one ends the lease at once (the node may grant
+    /// the vote and step down before its term metric shows it), and a confirmation that began
+    /// before one does not grant a lease.
+    votes_seen: u64,
+}
+
+impl Lease {
+    /// Called before this node handles a vote request.
+    pub(crate) fn vote_requested(&mut self) {
+        self.granted = None;
+        self.votes_seen += 1;
+    }
+}
+
 struct Inner {
     id: NodeId,
     raft: Raft,
@@ -174,6 +211,13 @@ struct Inner {
     applied_write: Notify,
     barrier: Mutex<Vec<oneshot::Sender<Result<(), ReplError>>>>,
     barrier_wanted: Notify,
+    lease: Arc<Mutex<Lease>>,
+    lease_len: Duration,
+    /// A confirmation is wanted to renew the lease (no reader waits for it).
+    renew: AtomicBool,
+    barrier_rounds: AtomicU64,
+    /// Votes are refused until then (see the module documentation).
+    votes_from: Instant,
     stopping: AtomicBool,
     proposed_entries: AtomicU64,
     proposed_batches: AtomicU64,
@@ -249,6 +293,15 @@ impl Replica {
             applied_write: Notify::new(),
             barrier: Mutex::new(Vec::new()),
             barrier_wanted: Notify::new(),
+            lease: Arc::new(Mutex::new(Lease::default())),
+            lease_len: Duration::from_millis(config.timing.read_lease_ms),
+            renew: AtomicBool::new(false),
+            barrier_rounds: AtomicU64::new(0),
+            votes_from: if config.timing.read_lease_ms > 0 {
+                Instant::now() + Duration::from_millis(config.timing.election_timeout_ms.1)
+            } else {
+                Instant::now()
+            },
             stopping: AtomicBool::new(false),
             proposed_entries: AtomicU64::new(0),
             proposed_batches: AtomicU64::new(0),
@@ -303,6 +356,8 @@ impl Replica {
         Service {
             raft: self.inner.raft.clone(),
             shared: self.inner.shared.clone(),
+            votes_from: self.inner.votes_from,
+            lease: self.inner.lease.clone(),
         }
     }
 
@@ -369,7 +424,9 @@ impl Replica {
     }
 
     /// Waits until a read here is linearizable: leadership confirmed by a quorum after the call
-    /// began, and everything committed before it applied.
+    /// began, and everything committed before it applied; or returns at once while the leader
+    /// holds its read lease (see the module documentation), since every write acknowledged to a
+    /// client was applied here first and no other leader can exist yet.
     ///
     /// # Errors
     /// `NotLeader` on a follower; `Unavailable` without a quorum.
@@ -378,6 +435,18 @@ impl Replica {
             return Err(ReplError::NotLeader {
                 leader: self.leader(),
             });
+        }
+        let granted = self.inner.lease.lock().granted;
+        if let Some((term, until)) = granted {
+            let now = Instant::now();
+            if now < until && term == self.term() {
+                if until - now < self.inner.lease_len / 2
+                    && !self.inner.renew.swap(true, Ordering::AcqRel)
+                {
+                    self.inner.barrier_wanted.notify_one();
+                }
+                return Ok(());
+            }
         }
         let (tx, rx) = oneshot::channel();
         self.inner.barrier.lock().push(tx);
@@ -389,6 +458,11 @@ impl Replica {
     /// The current Raft term as this node knows it.
     pub fn term(&self) -> u64 {
         self.inner.raft.metrics().borrow().current_term
+    }
+
+    /// Leadership confirmations run for read barriers (each is a heartbeat round).
+    pub fn barrier_rounds(&self) -> u64 {
+        self.inner.barrier_rounds.load(Ordering::Relaxed)
     }
 
     /// Whether this node believes it is the leader.
@@ -761,11 +835,21 @@ async fn snapshot_loop(inner: Arc<Inner>) {
 async fn barrier_loop(inner: Arc<Inner>) {
     loop {
         let waiting = std::mem::take(&mut *inner.barrier.lock());
-        if waiting.is_empty() {
+        if waiting.is_empty() && !inner.renew.swap(false, Ordering::AcqRel) {
             inner.barrier_wanted.notified().await;
             continue;
         }
+        let term = inner.raft.metrics().borrow().current_term;
+        let votes_seen = inner.lease.lock().votes_seen;
+        let began = Instant::now();
+        inner.barrier_rounds.fetch_add(1, Ordering::Relaxed);
         let r = inner.raft.read_barrier().await;
+        if r.is_ok() && !inner.lease_len.is_zero() {
+            let mut lease = inner.lease.lock();
+            if lease.votes_seen == votes_seen {
+                lease.granted = Some((term, began + inner.lease_len));
+            }
+        }
         for tx in waiting {
             let _ = tx.send(r.clone());
         }

@@ -80,6 +80,7 @@ impl Cluster {
             timing: RaftTiming {
                 heartbeat_ms: c.heartbeat_ms,
                 election_timeout_ms: (c.election_timeout_min_ms, c.election_timeout_max_ms),
+                read_lease_ms: c.read_lease_ms(),
                 ..RaftTiming::default()
             },
             hook: None,

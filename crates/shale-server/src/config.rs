@@ -199,6 +199,9 @@ pub struct ClusterConfig {
     /// which ships the files to the others (`"rubble"`). The same on every node of a cluster.
     #[serde(deserialize_with = "replication_mode")]
     pub replication_mode: shale_repl::ReplicationMode,
+    /// The leader's read lease (reads without a heartbeat round while it holds one); 0 turns
+    /// it off. Default half of `election-timeout-min-ms`; it must be shorter than that.
+    pub read_lease_ms: Option<u64>,
 }
 
 fn replication_mode<'de, D: serde::Deserializer<'de>>(
@@ -220,6 +223,7 @@ impl Default for ClusterConfig {
             election_timeout_min_ms: DEFAULT_ELECTION_TIMEOUT_MS.0,
             election_timeout_max_ms: DEFAULT_ELECTION_TIMEOUT_MS.1,
             replication_mode: shale_repl::ReplicationMode::Baseline,
+            read_lease_ms: None,
         }
     }
 }
@@ -250,6 +254,12 @@ pub fn parse_peer(s: &str) -> Result<(u64, shale_repl::NodeInfo), String> {
 }
 
 impl ClusterConfig {
+    /// The read lease in force, in milliseconds.
+    pub fn read_lease_ms(&self) -> u64 {
+        self.read_lease_ms
+            .unwrap_or(self.election_timeout_min_ms / 2)
+    }
+
     /// Whether replication is on.
     pub fn enabled(&self) -> bool {
         self.node_id.is_some()
@@ -542,6 +552,11 @@ impl Config {
                     "cluster: election-timeout-max-ms must exceed election-timeout-min-ms".into(),
                 );
             }
+            if c.read_lease_ms() >= c.election_timeout_min_ms {
+                return Err(
+                    "cluster: read-lease-ms must be shorter than election-timeout-min-ms".into(),
+                );
+            }
         } else if !c.peers.is_empty() || c.raft_addr.is_some() {
             return Err("cluster: peers and raft-addr need node-id".into());
         }
@@ -599,6 +614,18 @@ mod tests {
         let mut bad = c.clone();
         bad.cluster.peers = vec!["2=127.0.0.1:7002/127.0.0.1:6382".into()];
         assert!(bad.validate().is_err(), "peers must name the node itself");
+        assert_eq!(
+            c.cluster.read_lease_ms(),
+            c.cluster.election_timeout_min_ms / 2
+        );
+        let mut long = c.clone();
+        long.cluster.read_lease_ms = Some(long.cluster.election_timeout_min_ms);
+        assert!(
+            long.validate().is_err(),
+            "a lease must end before another leader can be elected"
+        );
+        long.cluster.read_lease_ms = Some(0);
+        long.validate().unwrap();
         for p in ["1", "x=a:1/b:2", "1=a:1", "1=a/b:2", "1=a:x/b:2"] {
             assert!(parse_peer(p).is_err(), "{p}");
         }

@@ -125,6 +125,10 @@ struct ServeArgs {
     /// ships the files (rubble) [default: baseline].
     #[arg(long)]
     replication_mode: Option<shale_repl::ReplicationMode>,
+    /// Cluster: the leader's read lease in milliseconds, 0 for none [default: half the shortest
+    /// election timeout].
+    #[arg(long)]
+    read_lease_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -191,6 +195,9 @@ impl ServeArgs {
                 .ok_or_else(|| format!("--election-timeout-ms {range:?} is not MIN-MAX"))?;
             cl.election_timeout_min_ms = lo;
             cl.election_timeout_max_ms = hi;
+        }
+        if self.read_lease_ms.is_some() {
+            cl.read_lease_ms = self.read_lease_ms;
         }
         Ok(c)
     }

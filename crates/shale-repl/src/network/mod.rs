@@ -90,6 +90,10 @@ pub trait Transport: Send + Sync + 'static {
 pub struct Service {
     pub(crate) raft: Raft,
     pub(crate) shared: Arc<Shared>,
+    /// Votes are refused until then: a node that restarted does not know which leader it
+    /// promised a lease to (see `replica`'s module documentation).
+    pub(crate) votes_from: std::time::Instant,
+    pub(crate) lease: Arc<parking_lot::Mutex<crate::replica::Lease>>,
 }
 
 impl Service {
@@ -100,10 +104,16 @@ impl Service {
                 Ok(r) => RpcReply::Append(r),
                 Err(e) => RpcReply::Failed(e.to_string()),
             },
-            Rpc::Vote(req) => match self.raft.vote(req).await {
-                Ok(r) => RpcReply::Vote(r),
-                Err(e) => RpcReply::Failed(e.to_string()),
-            },
+            Rpc::Vote(_) if std::time::Instant::now() < self.votes_from => RpcReply::Failed(
+                "started recently: no vote before the leases it may have granted run out".into(),
+            ),
+            Rpc::Vote(req) => {
+                self.lease.lock().vote_requested();
+                match self.raft.vote(req).await {
+                    Ok(r) => RpcReply::Vote(r),
+                    Err(e) => RpcReply::Failed(e.to_string()),
+                }
+            }
         }
     }
 

@@ -113,6 +113,7 @@ pub fn fast_timing() -> RaftTiming {
         heartbeat_ms: 40,
         election_timeout_ms: (200, 400),
         logs_kept_after_snapshot: 30,
+        read_lease_ms: 100,
     }
 }
 
