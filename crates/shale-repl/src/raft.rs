@@ -92,7 +92,7 @@ pub const DEFAULT_HEARTBEAT_MS: u64 = 100;
 /// Default [`RaftTiming::election_timeout_ms`]: a new leader within a second of a crash.
 pub const DEFAULT_ELECTION_TIMEOUT_MS: (u64, u64) = (500, 1000);
 /// Default [`RaftTiming::logs_kept_after_snapshot`].
-pub const DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT: u64 = 1000;
+pub const DEFAULT_LOGS_KEPT_AFTER_SNAPSHOT: u64 = 5000;
 /// Default [`RaftTiming::read_lease_ms`]: half the shortest election timeout.
 pub const DEFAULT_READ_LEASE_MS: u64 = DEFAULT_ELECTION_TIMEOUT_MS.0 / 2;
 
