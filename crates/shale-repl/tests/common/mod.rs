@@ -356,9 +356,12 @@ impl Cluster {
         }
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(leader) = self.wait_leader(Duration::from_secs(5)).await {
-                // An entry of the leader's term commits everything before it.
-                let _ = self.write(WriteBatch::new(), Duration::from_secs(2)).await;
+            // An entry of the leader's term commits everything before it. The target is the
+            // newest leader's log: a deposed leader that has not heard of the new term yet
+            // (one just healed from a cut) still says it leads, with an older, shorter log.
+            let committed = self.wait_leader(Duration::from_secs(5)).await.is_some()
+                && self.write(WriteBatch::new(), Duration::from_secs(2)).await;
+            if let Some(&leader) = self.leaders_newest_first().first().filter(|_| committed) {
                 let target = self.replica(leader).status().last_log_index.unwrap_or(0);
                 let voters = self.replica(leader).status().voters;
                 let caught_up = self
