@@ -215,3 +215,59 @@ fn a_version_1_keyspace_is_read_as_version_2() {
         Some(b"v".to_vec())
     );
 }
+
+/// Bytes the engine took in (keys and values inserted) while `f` ran.
+fn engine_bytes(store: &Store, f: impl FnOnce()) -> u64 {
+    let before = store.db().stats().user_bytes_written;
+    f();
+    store.db().stats().user_bytes_written - before
+}
+
+#[test]
+fn a_key_written_twice_in_a_batch_reaches_the_engine_once() {
+    // Sixteen pushes to one list in one batch: the meta record is staged sixteen times, but only
+    // its last version is committed, so the engine takes what one push of sixteen elements gives
+    // it.
+    let fs = Arc::new(MemFs::new());
+    let piecewise = open(&fs);
+    let piecewise_bytes = engine_bytes(&piecewise, || {
+        let mut txn = piecewise.txn(&StripeSet::new());
+        for i in 0..16 {
+            lists::push(
+                &mut txn,
+                b"l",
+                &[b(&i.to_string())],
+                lists::End::Left,
+                false,
+            )
+            .unwrap();
+        }
+        txn.commit().unwrap();
+    });
+    let fs = Arc::new(MemFs::new());
+    let whole = open(&fs);
+    let whole_bytes = engine_bytes(&whole, || {
+        let mut txn = whole.txn(&StripeSet::new());
+        let all: Vec<Bytes> = (0..16).map(|i| b(&i.to_string())).collect();
+        lists::push(&mut txn, b"l", &all, lists::End::Left, false).unwrap();
+        txn.commit().unwrap();
+    });
+    assert_eq!(piecewise_bytes, whole_bytes);
+    let mut txn = piecewise.txn(&StripeSet::new());
+    let expected: Vec<Vec<u8>> = (0..16).rev().map(|i| i.to_string().into_bytes()).collect();
+    assert_eq!(lists::range(&mut txn, b"l", 0, -1).unwrap(), expected);
+    assert_eq!(lists::len(&mut txn, b"l").unwrap(), 16);
+
+    // A put, a delete and a put of one key: the last one is what is committed.
+    let mut txn = whole.txn(&StripeSet::new());
+    strings::put(&mut txn, b"s", b("1"), 0, None).unwrap();
+    let first = strings::get(&mut txn, b"s").unwrap().unwrap();
+    keys::delete(&mut txn, b"s", &first).unwrap();
+    assert!(strings::get(&mut txn, b"s").unwrap().is_none());
+    strings::put(&mut txn, b"s", b("3"), 0, None).unwrap();
+    txn.commit().unwrap();
+    drop(txn);
+    let mut txn = whole.txn(&StripeSet::new());
+    let last = strings::get(&mut txn, b"s").unwrap().unwrap();
+    assert_eq!(last.string_value(), b"3");
+}

@@ -12,6 +12,10 @@
 //!
 //! When a commit fails, the replies already written for the commands whose writes it carried are
 //! wrong: [`Txn::take_failure`] tells the executor which to replace with the error.
+//!
+//! A key staged more than once (a pipeline of sixteen `LPUSH`es to one list rewrites its meta
+//! record sixteen times) reaches the engine once, with its last value: the batch is atomic, so no
+//! reader could ever see the earlier ones, and each would cost a memtable insert and WAL bytes.
 
 use super::format::{self, Meta, DATABASES};
 use super::locks::StripeGuard;
@@ -30,8 +34,9 @@ enum KeyspaceGuard<'a> {
     Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
 }
 
-/// An engine key read ahead, and its value (`None` once taken or when the read failed).
-type ReadAhead = (Vec<u8>, Option<Option<Vec<u8>>>);
+/// An engine key read ahead, its value (`None` once taken or when the read failed), and how many
+/// of the batch's reads in a row asked for it (one lookup serves them all).
+type ReadAhead = (Vec<u8>, Option<Option<Vec<u8>>>, u32);
 
 /// A staged write: the engine key and its new value (`None`: a deletion).
 type Staged = (Vec<u8>, Option<StagedValue>);
@@ -99,6 +104,9 @@ pub struct Txn<'a> {
     staged_hashes: Vec<u64>,
     staged_set: FxHashSet<u64>,
     staged_indexed: usize,
+    // Whether a key may have been staged twice (its hash was seen before): the commit then
+    // keeps only the last write of each key.
+    restaged: bool,
     // Engine keys and values read ahead for the batch's read commands, in the order the
     // commands read them (see [`Txn::read_ahead_meta`]). Valid until the next commit: before
     // it, a key this batch wrote is answered from `staged` first.
@@ -150,6 +158,7 @@ impl<'a> Txn<'a> {
             staged_hashes: Vec::new(),
             staged_set: FxHashSet::default(),
             staged_indexed: 0,
+            restaged: false,
             read_ahead: Vec::new(),
             read_ahead_next: 0,
             counts: [0; DATABASES],
@@ -236,7 +245,11 @@ impl<'a> Txn<'a> {
     }
 
     fn stage(&mut self, key: Vec<u8>, value: Option<StagedValue>) {
-        self.staged_hashes.push(Self::key_hash(&key));
+        let hash = Self::key_hash(&key);
+        if !self.restaged && self.is_staged(hash) {
+            self.restaged = true;
+        }
+        self.staged_hashes.push(hash);
         self.staged.push((key, value));
         self.writes += 1;
         if self.staged_since.is_none() {
@@ -331,7 +344,15 @@ impl<'a> Txn<'a> {
             return Ok(());
         }
         let mut batch = WriteBatch::new();
-        for (k, v) in self.staged.drain(..) {
+        let superseded = if std::mem::take(&mut self.restaged) {
+            superseded(&self.staged)
+        } else {
+            Vec::new()
+        };
+        for (i, (k, v)) in self.staged.drain(..).enumerate() {
+            if superseded.get(i) == Some(&true) {
+                continue;
+            }
             match v {
                 Some(StagedValue::Whole(v)) => batch.put(k, v),
                 Some(StagedValue::Split(head, body)) => batch.put_parts(k, &[&head, &body]),
@@ -363,24 +384,49 @@ impl<'a> Txn<'a> {
     /// is then as good as a read at the command's turn: every command of the batch had arrived
     /// before it, the keys of the batch's writes are locked, and a key this batch wrote is
     /// answered from its staged writes.
+    ///
+    /// A key named by several commands in a row (a pipeline on one list or hash) is read once.
     pub fn read_ahead_meta<'k>(&mut self, keys: impl Iterator<Item = &'k [u8]>) {
         let db = self.physical;
-        let keys: Vec<Vec<u8>> = keys.map(|k| format::meta_key(db, k)).collect();
-        let values = self.store.db().multi_get(&keys);
+        let mut unique: Vec<Vec<u8>> = Vec::new();
+        let mut repeats: Vec<u32> = Vec::new();
+        let mut last: Option<&[u8]> = None;
+        for k in keys {
+            if last == Some(k) {
+                *repeats.last_mut().expect("a key before") += 1;
+                continue;
+            }
+            last = Some(k);
+            unique.push(format::meta_key(db, k));
+            repeats.push(1);
+        }
+        let values = self.store.db().multi_get(&unique);
         // A failed read is left for the command to repeat and report.
-        self.read_ahead
-            .extend(keys.into_iter().zip(values.into_iter().map(Result::ok)));
+        self.read_ahead.extend(
+            unique
+                .into_iter()
+                .zip(values.into_iter().map(Result::ok))
+                .zip(repeats)
+                .map(|((k, v), n)| (k, v, n)),
+        );
     }
 
-    /// The value read ahead for engine key `key`, taken. Commands read in the order the keys were
-    /// read ahead, so the next entry usually holds it; a command that skipped its read (a wrong
-    /// type, a syntax error) leaves an entry behind, so a few entries further are looked at too.
+    /// The value read ahead for engine key `key`: taken by the last of the reads it serves, a
+    /// copy for the others. Commands read in the order the keys were read ahead, so the next
+    /// entry usually holds it; a command that skipped its read (a wrong type, a syntax error)
+    /// leaves an entry behind, so a few entries further are looked at too.
     fn take_read_ahead(&mut self, key: &[u8]) -> Option<Option<Vec<u8>>> {
         let from = self.read_ahead_next;
         let look = self.read_ahead.len().min(from + READ_AHEAD_LOOK);
         let found = (from..look).find(|&i| self.read_ahead[i].0 == key)?;
+        let entry = &mut self.read_ahead[found];
+        if entry.2 > 1 {
+            entry.2 -= 1;
+            self.read_ahead_next = found;
+            return entry.1.clone();
+        }
         self.read_ahead_next = found + 1;
-        self.read_ahead[found].1.take()
+        entry.1.take()
     }
 
     /// The engine value of `key`, seeing this batch's staged writes.
@@ -619,6 +665,18 @@ pub struct Skips {
     pub count: u64,
     /// The first of them (the engine keeps a bounded number), with file, offset and key range.
     pub pieces: Vec<Skipped>,
+}
+
+/// Which of `staged` a later write of the same key replaces (see the module documentation).
+fn superseded(staged: &[Staged]) -> Vec<bool> {
+    let mut seen: FxHashSet<&[u8]> = FxHashSet::default();
+    let mut out: Vec<bool> = staged
+        .iter()
+        .rev()
+        .map(|(k, _)| !seen.insert(k.as_slice()))
+        .collect();
+    out.reverse();
+    out
 }
 
 fn in_bounds(key: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
