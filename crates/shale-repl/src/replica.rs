@@ -723,11 +723,14 @@ fn take_group(inner: &Inner) -> Vec<(WriteBatch, Waiter)> {
 async fn propose_loop(inner: Arc<Inner>) {
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     loop {
-        let group = take_group(&inner);
-        if group.is_empty() {
+        if inner.queue.lock().batches.is_empty() {
             inner.queued.notified().await;
             continue;
         }
+        // A slot first, the group after: the batches that queue while every slot is taken (or
+        // while writes are held back) all join the next entry. (Taken before the wait, the group
+        // was whatever had queued since the last one, often one batch: entries carried two client
+        // batches on average under 50 writing clients.)
         let Ok(permit) = permits.clone().acquire_owned().await else {
             return;
         };
@@ -737,6 +740,10 @@ async fn propose_loop(inner: Arc<Inner>) {
         }
         if inner.mode == ReplicationMode::Rubble {
             rubble_stall(&inner).await;
+        }
+        let group = take_group(&inner);
+        if group.is_empty() {
+            continue;
         }
         let mut merged = WriteBatch::new();
         let mut waiters = Vec::with_capacity(group.len());

@@ -12,8 +12,13 @@
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-/// Number of stripes: enough that 50-odd connections rarely collide.
-pub const STRIPES: usize = 4096;
+/// Number of stripes (every one a `u16`): enough that 50-odd connections rarely collide. With
+/// 50 pipelining clients, 16 writes each, 800 keys are in flight at once; a batch of 16 writes
+/// meets one of them with 4,096 stripes 97% of the time, with 65,536 stripes 18% of the time.
+/// A collision waits for the other batch's commit, which on a cluster node is a Raft round trip:
+/// with 4,096 stripes half of a leader's connection threads queued on a stripe behind one
+/// (512 KiB of locks).
+pub const STRIPES: usize = 1 << 16;
 
 /// The set of stripes a batch needs.
 #[derive(Debug, Default, Clone)]
