@@ -92,8 +92,12 @@ impl CpuIndex {
             .buckets()
             .checked_mul(std::mem::size_of::<Bucket>())
             .ok_or_else(|| IndexError::Unavailable(format!("{slots} slots overflow")))?;
-        let table = Region::map_with(bytes, huge).map_err(|e| {
+        let mut table = Region::map_with(bytes, huge).map_err(|e| {
             IndexError::Unavailable(format!("cannot map a {bytes}-byte index table: {e}"))
+        })?;
+        // Every bucket is as likely as any other to take the next key: back them all now.
+        table.prefault().map_err(|e| {
+            IndexError::Unavailable(format!("cannot back a {bytes}-byte index table: {e}"))
         })?;
         Ok(CpuIndex {
             shape,
