@@ -17,7 +17,7 @@ use crate::item::{item_len, ItemMeta, ItemRef};
 use crate::op::{EvictReason, IncrStyle, Jobs, OpId, OpKind, Outcome, SetMode};
 use crate::sched::pass::{Core, PassContext, CAS_BLOCK};
 use crate::sched::Scheduler;
-use crate::slab::{AllocError, Slabs, DEFAULT_GROWTH, PAGE_SIZE};
+use crate::slab::{AllocError, ClassEvent, Slabs, DEFAULT_GROWTH, PAGE_SIZE};
 use crate::stats::Stats;
 
 /// Bytes of `maxmemory` per index slot when the slot count is not given: the index takes at most
@@ -340,6 +340,9 @@ impl<'c> Worker<'c> {
                     Err(StoreError::Retry)
                 } else {
                     Stats::add(&self.cache.stats.store_no_memory, 1);
+                    self.cache
+                        .slabs
+                        .count_for_len(item_len(key.len(), value_len), ClassEvent::OutOfMemory);
                     Err(StoreError::NoMemory)
                 }
             }

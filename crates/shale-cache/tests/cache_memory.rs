@@ -22,7 +22,7 @@ fn pages_move_to_a_class_that_has_none() {
         worker.execute();
         worker.end();
     }
-    let small_pages = cache.slabs().stats().classes[0].1;
+    let small_pages = cache.slabs().stats().classes[0].pages;
     assert!(small_pages >= 4, "{:?}", cache.slabs().stats());
     // Now 100 KB values: their class has no page and the arena is used up.
     let big = vec![b'x'; 100_000];

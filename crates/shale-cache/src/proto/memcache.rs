@@ -69,6 +69,7 @@ enum StatsKind {
     General,
     Settings,
     Slabs,
+    Items,
 }
 
 /// A memcached text-protocol connection.
@@ -277,6 +278,7 @@ impl MemcacheSession {
                     [] => Pending::Stats(StatsKind::General),
                     [b"settings"] => Pending::Stats(StatsKind::Settings),
                     [b"slabs"] => Pending::Stats(StatsKind::Slabs),
+                    [b"items"] => Pending::Stats(StatsKind::Items),
                     _ => Pending::Text(ERROR),
                 };
                 self.pending.push(pending);
@@ -473,6 +475,7 @@ impl Session for MemcacheSession {
                     StatsKind::General => stats_text(worker),
                     StatsKind::Settings => settings_text(worker),
                     StatsKind::Slabs => slabs_text(worker),
+                    StatsKind::Items => items_text(worker),
                 }),
             }
         }
@@ -551,17 +554,50 @@ fn settings_text(worker: &Worker<'_>) -> Vec<u8> {
     text.into_bytes()
 }
 
+/// memcached's `stats slabs`: per class that holds memory, numbered from 1 as memcached's are.
+/// memcached's per-class request counters (`get_hits`, `cmd_set`, ...) are not kept, so not
+/// shown; `limbo_chunks` (freed slots waiting for readers) is the cache's own.
 fn slabs_text(worker: &Worker<'_>) -> Vec<u8> {
     let stats = worker.cache().slabs().stats();
     let mut text = String::new();
-    for (class, (size, pages, free, limbo)) in stats.classes.iter().enumerate() {
-        let _ = write!(text, "STAT {class}:chunk_size {size}\r\n");
-        let _ = write!(text, "STAT {class}:total_pages {pages}\r\n");
-        let _ = write!(text, "STAT {class}:free_chunks {free}\r\n");
-        let _ = write!(text, "STAT {class}:limbo_chunks {limbo}\r\n");
+    for class in &stats.classes {
+        let id = class.class + 1;
+        let mut stat = |name: &str, value: usize| {
+            let _ = write!(text, "STAT {id}:{name} {value}\r\n");
+        };
+        stat("chunk_size", class.slot_size);
+        stat("chunks_per_page", class.slots_per_page);
+        stat("total_pages", class.pages);
+        stat("total_chunks", class.slots());
+        stat("used_chunks", class.used());
+        stat("free_chunks", class.free);
+        stat("free_chunks_end", class.uncut);
+        stat("limbo_chunks", class.limbo);
     }
     let _ = write!(text, "STAT active_slabs {}\r\n", stats.classes.len());
     let _ = write!(text, "STAT total_malloced {}\r\n", stats.assigned_bytes);
+    text.push_str("END\r\n");
+    text.into_bytes()
+}
+
+/// memcached's `stats items`: per class that holds memory (numbered as in `stats slabs`), its
+/// items and what was evicted from it. Of memcached's fields, those a CLOCK cache has no
+/// counterpart for are left out: the LRU segments (`number_hot`, `age_warm`, `moves_to_cold`,
+/// ...), `age` (CLOCK keeps no oldest item), the crawler's counters. Index entries lost to cuckoo
+/// overflow are evictions too, counted in `stats` (`index_lossy`), not per class.
+fn items_text(worker: &Worker<'_>) -> Vec<u8> {
+    let stats = worker.cache().slabs().stats();
+    let mut text = String::new();
+    for class in &stats.classes {
+        let id = class.class + 1;
+        let mut stat = |name: &str, value: u64| {
+            let _ = write!(text, "STAT items:{id}:{name} {value}\r\n");
+        };
+        stat("number", class.items as u64);
+        stat("evicted", class.evicted);
+        stat("outofmemory", class.out_of_memory);
+        stat("reclaimed", class.reclaimed);
+    }
     text.push_str("END\r\n");
     text.into_bytes()
 }

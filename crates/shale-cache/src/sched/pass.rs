@@ -27,9 +27,9 @@ use std::time::Instant;
 use rustc_hash::FxHashMap;
 
 use crate::index::{BatchIndex, IndexBatch, IndexError, IndexResults, KeyHash, Location};
-use crate::item::{ItemMeta, ItemRef, NEVER};
+use crate::item::{item_len, ItemMeta, ItemRef, NEVER};
 use crate::op::{EvictReason, IncrStyle, Jobs, Op, OpKind, Outcome, SetMode};
-use crate::slab::{AllocError, Slabs};
+use crate::slab::{AllocError, ClassEvent, Slabs};
 use crate::stats::Stats;
 
 /// What the pass has decided about a key so far.
@@ -366,11 +366,14 @@ impl Core {
                 let hash = KeyHash::of(item.key());
                 if cx.slabs.clear_live(loc) {
                     deletes.push((hash, loc));
-                    let counter = match reason {
-                        EvictReason::Clock => &cx.stats.evictions,
-                        EvictReason::Expired => &cx.stats.expired_reclaimed,
+                    let (counter, event) = match reason {
+                        EvictReason::Clock => (&cx.stats.evictions, ClassEvent::Evicted),
+                        EvictReason::Expired => {
+                            (&cx.stats.expired_reclaimed, ClassEvent::Reclaimed)
+                        }
                     };
                     Stats::add(counter, 1);
+                    cx.slabs.count_at(loc, event);
                 }
             }
         }
@@ -530,6 +533,9 @@ impl Core {
             }
             Err(AllocError::Full) => {
                 Stats::add(&cx.stats.store_no_memory, 1);
+                let value_len = parts.iter().map(|p| p.len()).sum();
+                cx.slabs
+                    .count_for_len(item_len(key.len(), value_len), ClassEvent::OutOfMemory);
                 None
             }
         }

@@ -77,6 +77,7 @@ pub struct Slabs {
     // bits at `2w` and high bits at `2w + 1` (one cache line holds both).
     clock: Region,
     state: Box<[Mutex<ClassState>]>,
+    counts: Box<[ClassCounts]>,
     pool: Mutex<PagePool>,
     epochs: Epochs,
     live_items: AtomicUsize,
@@ -118,10 +119,79 @@ pub struct SlabStats {
     pub assigned_bytes: usize,
     /// Items marked live.
     pub live_items: usize,
-    /// Per class: (slot size, pages, free slots, slots in limbo).
-    pub classes: Vec<(usize, usize, usize, usize)>,
+    /// Every class that holds a page, in class order.
+    pub classes: Vec<ClassStats>,
     /// Pages moved between classes so far.
     pub pages_moved: u64,
+}
+
+/// One size class's share of [`SlabStats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClassStats {
+    /// The class's number, from 0.
+    pub class: usize,
+    /// Bytes per slot.
+    pub slot_size: usize,
+    /// Slots per page.
+    pub slots_per_page: usize,
+    /// Pages assigned to the class.
+    pub pages: usize,
+    /// Slots on the free list.
+    pub free: usize,
+    /// Slots of the page being cut that are not cut yet.
+    pub uncut: usize,
+    /// Freed slots waiting for readers to move on.
+    pub limbo: usize,
+    /// Live items (in the index or about to be).
+    pub items: usize,
+    /// Items the CLOCK sweep evicted.
+    pub evicted: u64,
+    /// Expired items reclaimed.
+    pub reclaimed: u64,
+    /// Stores refused for want of memory.
+    pub out_of_memory: u64,
+}
+
+impl ClassStats {
+    /// Slots of the class's pages.
+    pub fn slots(&self) -> usize {
+        self.pages * self.slots_per_page
+    }
+
+    /// Slots neither free, uncut nor in limbo: live items, items being written or evicted.
+    pub fn used(&self) -> usize {
+        self.slots()
+            .saturating_sub(self.free + self.uncut + self.limbo)
+    }
+}
+
+/// What happened to an item, counted per class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassEvent {
+    /// Evicted by the CLOCK sweep.
+    Evicted,
+    /// Found expired and reclaimed.
+    Reclaimed,
+    /// A store found no memory.
+    OutOfMemory,
+}
+
+/// Per-class counters of [`ClassEvent`]s.
+#[derive(Debug, Default)]
+struct ClassCounts {
+    evicted: AtomicU64,
+    reclaimed: AtomicU64,
+    out_of_memory: AtomicU64,
+}
+
+impl ClassCounts {
+    fn of(&self, event: ClassEvent) -> &AtomicU64 {
+        match event {
+            ClassEvent::Evicted => &self.evicted,
+            ClassEvent::Reclaimed => &self.reclaimed,
+            ClassEvent::OutOfMemory => &self.out_of_memory,
+        }
+    }
 }
 
 impl Slabs {
@@ -144,6 +214,7 @@ impl Slabs {
             state: (0..classes.len())
                 .map(|_| Mutex::new(ClassState::default()))
                 .collect(),
+            counts: (0..classes.len()).map(|_| ClassCounts::default()).collect(),
             classes,
             pool: Mutex::new(PagePool::default()),
             epochs: Epochs::new(threads),
@@ -518,15 +589,54 @@ impl Slabs {
             if state.pages.is_empty() {
                 continue;
             }
+            let slots_per_page = PAGE_SIZE / self.classes.size(class);
+            let items = state
+                .pages
+                .iter()
+                .map(|&page| {
+                    let first = page as usize * WORDS_PER_PAGE;
+                    (first..first + WORDS_PER_PAGE)
+                        .map(|w| {
+                            self.word(&self.live, w)
+                                .load(Ordering::Relaxed)
+                                .count_ones()
+                        })
+                        .sum::<u32>() as usize
+                })
+                .sum();
+            let counts = &self.counts[class];
             stats.assigned_bytes += state.pages.len() * PAGE_SIZE;
-            stats.classes.push((
-                self.classes.size(class),
-                state.pages.len(),
-                state.free.len(),
-                state.limbo.len(),
-            ));
+            stats.classes.push(ClassStats {
+                class,
+                slot_size: self.classes.size(class),
+                slots_per_page,
+                pages: state.pages.len(),
+                free: state.free.len(),
+                uncut: state
+                    .carving
+                    .map_or(0, |(_, next)| slots_per_page - next as usize),
+                limbo: state.limbo.len(),
+                items,
+                evicted: counts.evicted.load(Ordering::Relaxed),
+                reclaimed: counts.reclaimed.load(Ordering::Relaxed),
+                out_of_memory: counts.out_of_memory.load(Ordering::Relaxed),
+            });
         }
         stats
+    }
+
+    /// Counts `event` for the class of `loc`.
+    pub fn count_at(&self, loc: Location, event: ClassEvent) {
+        if let Some(class) = self.class_of(loc) {
+            self.counts[class].of(event).fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts `event` for the class of items of `len` bytes (header, key and value).
+    pub fn count_for_len(&self, len: usize, event: ClassEvent) {
+        if let Some(class) = self.classes.for_len(len) {
+            self.counts[class].of(event).fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     #[inline]
