@@ -172,3 +172,16 @@ impl std::fmt::Debug for Region {
         f.debug_struct("Region").field("len", &self.len).finish()
     }
 }
+
+/// Asks the CPU to start loading the cache line at `ptr` (a hint: it never faults, whatever the
+/// address).
+#[inline(always)]
+pub fn prefetch(ptr: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint that never faults and reads nothing the program sees.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(ptr as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ptr;
+}

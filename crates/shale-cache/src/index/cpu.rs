@@ -297,17 +297,7 @@ fn distinct(candidates: &[u32; 2]) -> &[u32] {
 /// Asks the CPU to start loading the cache line at `bucket`.
 #[inline(always)]
 fn prefetch_line(bucket: &Bucket) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching is a hint; it never faults, whatever the address, and this one points
-    // into the live table.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(
-            bucket as *const Bucket as *const i8,
-            std::arch::x86_64::_MM_HINT_T0,
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bucket;
+    crate::region::prefetch(bucket as *const Bucket as *const u8);
 }
 
 impl BatchIndex for CpuIndex {

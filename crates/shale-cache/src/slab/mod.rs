@@ -272,6 +272,18 @@ impl Slabs {
         Some((unsafe { self.arena.as_ptr().add(offset) }, size))
     }
 
+    /// Starts loading the first two cache lines of the slot `loc` (an item's header and key), for
+    /// a read soon after.
+    #[inline]
+    pub fn prefetch(&self, loc: Location) {
+        if let Some((ptr, size)) = self.slot(loc) {
+            crate::region::prefetch(ptr);
+            if size > 64 {
+                crate::region::prefetch(ptr.wrapping_add(64));
+            }
+        }
+    }
+
     /// The item at `loc`.
     ///
     /// # Safety
