@@ -219,15 +219,23 @@ impl ClassReport {
     }
 }
 
+/// memcached and the cache with `megabytes` each (running while the first two live), and their
+/// memcached-protocol ports by name.
+fn memcached_and_cache(megabytes: usize) -> (Memcached, TestServer, [(&'static str, u16); 2]) {
+    let memcached = Memcached::start(megabytes);
+    let cache = TestServer::start(megabytes << 20);
+    let ports = [
+        ("memcached", memcached.addr.port()),
+        ("the cache", cache.memcache.port()),
+    ];
+    (memcached, cache, ports)
+}
+
 #[test]
 fn pymemcache_reads_stats_items_and_slabs_as_from_memcached() {
     // Two sizes of item: two classes, holding 300 and 20 items.
-    let memcached = Memcached::start(64);
-    let cache = TestServer::start(64 << 20);
-    for (server, port) in [
-        ("memcached", memcached.addr.port()),
-        ("the cache", cache.memcache.port()),
-    ] {
+    let (_memcached, _cache, servers) = memcached_and_cache(64);
+    for (server, port) in servers {
         let report = ClassReport::read("sizes", port);
         report.check(server);
         let classes = report.classes();
@@ -238,12 +246,8 @@ fn pymemcache_reads_stats_items_and_slabs_as_from_memcached() {
         assert!(classes[1].1 > 5000, "{server}: {classes:?}");
     }
     // Thirty times what fits: the evictions show in their class.
-    let memcached = Memcached::start(8);
-    let cache = TestServer::start(8 << 20);
-    for (server, port) in [
-        ("memcached", memcached.addr.port()),
-        ("the cache", cache.memcache.port()),
-    ] {
+    let (_memcached, _cache, servers) = memcached_and_cache(8);
+    for (server, port) in servers {
         let report = ClassReport::read("evict", port);
         report.check(server);
         let evicted: Vec<u64> = report.items.values().map(|c| c["evicted"]).collect();
