@@ -38,7 +38,6 @@ async fn concurrent_clients_see_a_linearizable_history_through_faults() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "PENDING: failed about 1 run in 3 (a node behind waited forever for files a later compaction had retired elsewhere); not yet re-run since the fix; run with --ignored"]
 async fn concurrent_clients_see_a_linearizable_history_through_faults_in_rubble_mode() {
     run(ReplicationMode::Rubble).await;
 }

@@ -233,7 +233,7 @@ async fn a_leader_killed_after_a_quorum_holds_the_files_loses_nothing_and_leaves
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "PENDING: not yet run since its fixes (Cluster::write prefers the newest leader, install retried); run with --ignored"]
+#[ignore = "FAILS: the deposed leader keeps its abandoned job's output SST as an orphan in its engine directory (seen 15:45 on 2026-11-24); run with --ignored"]
 async fn a_leader_deposed_in_the_middle_of_a_job_changes_nothing_anywhere() {
     let mut c = cluster(13);
     let (armed, paused, hook) = pause_once(Duration::from_secs(2));
@@ -315,7 +315,6 @@ async fn a_follower_partitioned_past_the_purged_log_catches_up_by_snapshot() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "PENDING: not yet run since its fixes (Cluster::write prefers the newest leader, install retried); run with --ignored"]
 async fn a_follower_that_cannot_get_files_flushes_its_own_memtable_and_says_so() {
     let mut c = cluster(16);
     c.rubble.fallback_after = Duration::from_millis(300);
