@@ -12,9 +12,11 @@
 //! workload G (100% updates) on the loaded records. Setups alternate their order between rounds;
 //! the report gives medians over rounds of throughput, p99 and p99.9, the CPU-seconds of every
 //! server process (from `/proc/PID/stat`; for the clusters split into the leader and the
-//! followers, and per million operations), the followers' own flushes and compactions and the
-//! bytes the leader shipped (from `INFO`), bytes on disk per node, the ratios the issues' targets
-//! name, and a two-thread CPU check per round.
+//! followers, per million operations, and its inverse: operations per server CPU-second), the
+//! bytes each process wrote to storage (`/proc/PID/io`), the followers' own flushes and
+//! compactions, the bytes the leader shipped as files and sent as Raft messages (from `INFO`),
+//! bytes on disk per node, the ratios the issues' targets name, and a two-thread CPU check per
+//! round.
 
 use crate::compare::median;
 use crate::cpucheck::{rounds_line, sysbench_cpu_events_per_sec};
@@ -169,6 +171,21 @@ impl Setup {
             })
     }
 
+    /// Bytes so far that the process serving the load and the others wrote to storage
+    /// (`write_bytes` of `/proc/PID/io`).
+    fn written_bytes(&self) -> (u64, u64) {
+        self.children
+            .iter()
+            .fold((0, 0), |(target, others), (c, port)| {
+                let b = proc_write_bytes(c.id());
+                if *port == self.target {
+                    (target + b, others)
+                } else {
+                    (target, others + b)
+                }
+            })
+    }
+
     /// What the followers of a Shale cluster did by themselves (flushes and compactions, from
     /// `INFO persistence`), and the bytes the leader shipped (`INFO replication`).
     fn rubble_figures(&self, f: &mut Figures) {
@@ -190,6 +207,10 @@ impl Setup {
         f.insert(
             "MB shipped by the leader".into(),
             field(&r, "rubble_bytes_shipped") / 1e6,
+        );
+        f.insert(
+            "MB of Raft messages sent by the leader".into(),
+            field(&r, "raft_rpc_bytes_sent") / 1e6,
         );
     }
 
@@ -217,6 +238,18 @@ fn proc_cpu_seconds(pid: u32) -> f64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     (ticks(11) + ticks(12)) / hz
+}
+
+/// Bytes a process caused to be written to storage so far (0 when `/proc` does not say).
+fn proc_write_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|l| l.strip_prefix("write_bytes:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
@@ -562,21 +595,38 @@ fn run(a: &ClusterBenchArgs) -> Result<String> {
         for setup in order {
             let s = start(&setup, &bin, a.write_buffer_size)?;
             let before = s.cpu_seconds();
+            let written_before = s.written_bytes();
             let mut f = Figures::new();
             let outcome = redis_benchmark(s.target, a.requests, &mut f)
                 .and_then(|()| ycsb(s.target, a, &mut f));
             let after = s.cpu_seconds();
+            let written_after = s.written_bytes();
             let (target, others) = (after.0 - before.0, after.1 - before.1);
             f.insert("server CPU s".into(), target + others);
+            let (wt, wo) = (
+                written_after.0.saturating_sub(written_before.0),
+                written_after.1.saturating_sub(written_before.1),
+            );
             if s.children.len() > 1 {
                 f.insert("leader CPU s".into(), target);
                 f.insert("followers CPU s".into(), others);
+                f.insert("leader MB written".into(), wt as f64 / 1e6);
+                f.insert(
+                    "MB written per follower".into(),
+                    wo as f64 / (s.children.len() - 1) as f64 / 1e6,
+                );
+            } else {
+                f.insert("MB written".into(), wt as f64 / 1e6);
             }
             if let Ok(ops) = &outcome {
                 let all = ops + 2 * a.requests;
                 f.insert(
                     "server CPU s per M ops".into(),
                     (target + others) / all.max(1) as f64 * 1e6,
+                );
+                f.insert(
+                    "ops per server CPU s".into(),
+                    all as f64 / (target + others).max(1e-9),
                 );
             }
             if setup == "rf3" || setup == "rubble3" {

@@ -60,6 +60,9 @@ pub const GROUP_BYTES: usize = 4 << 20;
 /// The largest entry: a single client batch above it is refused (pitfall: big payloads in log
 /// entries stall heartbeats and snapshots behind them).
 pub const MAX_ENTRY_BYTES: usize = 64 << 20;
+/// How long [`Replica::shutdown`] waits for an apply in progress to end.
+pub const SHUTDOWN_APPLY_WAIT: Duration = Duration::from_secs(30);
+
 /// `Write` entries proposed and not yet applied, at most.
 pub const MAX_IN_FLIGHT: usize = 8;
 /// How often the switcher and the snapshot trigger look, besides being woken.
@@ -224,6 +227,7 @@ struct Inner {
     mode: ReplicationMode,
     rubble: RubbleSettings,
     rubble_counters: Arc<RubbleCounters>,
+    transport: Arc<dyn Transport>,
 }
 
 /// See the module documentation.
@@ -308,6 +312,7 @@ impl Replica {
             mode,
             rubble: config.rubble.clone(),
             rubble_counters: counters.clone(),
+            transport: transport.clone(),
         });
         let mut tasks = vec![
             tokio::spawn(propose_loop(inner.clone())),
@@ -323,7 +328,7 @@ impl Replica {
                 fs,
                 transport,
                 settings: config.rubble.clone(),
-                numbers: FileNumbers::new(),
+                numbers: FileNumbers::new(counters.clone()),
                 counters,
             });
             for lane in [Lane::Flush, Lane::Compaction] {
@@ -489,6 +494,11 @@ impl Replica {
         self.inner.shared.inner.lock().switch_indexes.clone()
     }
 
+    /// Bytes of Raft messages this node sent so far (0 where its transport does not count them).
+    pub fn rpc_bytes_sent(&self) -> u64 {
+        self.inner.transport.rpc_bytes_sent()
+    }
+
     /// Client batches and entries proposed since open (their ratio is the group-commit factor).
     pub fn proposed(&self) -> (u64, u64) {
         (
@@ -567,6 +577,7 @@ impl Replica {
             edits_installed: installed,
             edits_stale: stale,
             fallback_flushes: fallback,
+            job_terms: c.job_terms.load(Ordering::Relaxed),
             stall_micros: c.stall_micros.load(Ordering::Relaxed),
             install_lag: c
                 .behind
@@ -658,11 +669,20 @@ impl Replica {
         let _ = self.inner.raft.trigger().elect().await;
     }
 
-    /// Stops the node: pending writes fail, the Raft node and its tasks stop, the log is closed.
-    /// The engine closes when the last handle to it is dropped.
+    /// Stops the node: pending writes fail, the Raft node and its tasks stop, nothing is applied
+    /// once it returns (an apply in progress is waited for, up to [`SHUTDOWN_APPLY_WAIT`]), the
+    /// log is closed. The engine closes when the last handle to it is dropped.
     pub async fn shutdown(&self) {
         self.stop_tasks();
         let _ = self.inner.raft.shutdown().await;
+        let shared = self.inner.shared.clone();
+        let applies = tokio::task::spawn_blocking(move || shared.wait_applies());
+        if tokio::time::timeout(SHUTDOWN_APPLY_WAIT, applies)
+            .await
+            .is_err()
+        {
+            tracing::warn!("an apply still runs after {SHUTDOWN_APPLY_WAIT:?} of shutdown");
+        }
         self.inner.log.close();
     }
 

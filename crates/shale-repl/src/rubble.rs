@@ -12,9 +12,9 @@
 //!    every node applies it in log order (`state_machine`), fetching a file it lacks from the
 //!    leader or any other node first.
 //!
-//! A job whose term ended before its proposal, or that no quorum received in time, is abandoned
-//! (its inputs freed, its outputs removed); an edit that commits anyway finds its files on the
-//! nodes that acknowledged them.
+//! A job whose term ended before its proposal, that no quorum received in time, or whose proposal
+//! failed, is abandoned (its inputs freed, its outputs removed unless an install made them live);
+//! an edit that commits anyway finds its files on the nodes that acknowledged them.
 //!
 //! Staging files of older terms are removed once an entry of a newer term is applied (log terms
 //! never decrease, and an edit's files carry its entry's term), and all of them at open.
@@ -132,6 +132,9 @@ pub struct RubbleStatus {
     pub edits_installed: u64,
     pub edits_stale: u64,
     pub fallback_flushes: u64,
+    /// Terms in which this node led and wrote job outputs: its flushes and compactions all
+    /// happened in them (0 on a node that never led a job).
+    pub job_terms: u64,
     /// Microseconds writes waited for installs (the gradual stall).
     pub stall_micros: u64,
     /// On the leader: per node, the jobs whose files it does not hold yet.
@@ -158,6 +161,8 @@ pub(crate) struct RubbleCounters {
     pub bytes_fetched: AtomicU64,
     pub edits_proposed: AtomicU64,
     pub stall_micros: AtomicU64,
+    /// See [`RubbleStatus::job_terms`].
+    pub job_terms: AtomicU64,
     /// Per node: (jobs, bytes) shipped and not acknowledged.
     pub behind: Mutex<BTreeMap<NodeId, (u64, u64)>>,
     /// Per node: its flushed log index, as its last acknowledgement said.
@@ -168,12 +173,15 @@ pub(crate) struct RubbleCounters {
 /// term (a term has one leader, and a node never leads the same term twice).
 pub(crate) struct FileNumbers {
     state: Mutex<(u64, u64)>,
+    /// Counts the terms (`job_terms`).
+    counters: Arc<RubbleCounters>,
 }
 
 impl FileNumbers {
-    pub(crate) fn new() -> FileNumbers {
+    pub(crate) fn new(counters: Arc<RubbleCounters>) -> FileNumbers {
         FileNumbers {
             state: Mutex::new((0, 0)),
+            counters,
         }
     }
 
@@ -181,6 +189,7 @@ impl FileNumbers {
         let mut s = self.state.lock();
         if s.0 != term {
             *s = (term, 0);
+            self.counters.job_terms.fetch_add(1, Ordering::Relaxed);
         }
         s.1 += 1;
         file_number(term, s.1)
@@ -286,18 +295,31 @@ async fn run_job(leader: &Arc<Leader>, lane: Lane, term: u64) -> Result<bool, St
         .propose(Command::InstallEdit(EditCommand::new(&edit, retired_upto)))
         .await;
     let result = match applied {
-        Ok(applied) => applied.await.map(|_| ()).map_err(|e| e.to_string()),
+        Ok(applied) => tokio::select! {
+            done = applied => done.map(|_| ()).map_err(|e| e.to_string()),
+            // A deposed leader's entry may never be answered: stop waiting once the term ended.
+            () = term_ended(leader, term) => {
+                Err("leadership changed before the edit was applied".into())
+            }
+        },
         Err(e) => Err(e.to_string()),
     };
     if let Err(e) = result {
-        // Not applied here (yet): free the job. If the entry commits later, this node fetches
-        // the files back from a node that acknowledged them.
-        if leader.db.edit_is_current(&edit) {
-            leader.db.abandon_prepared(&edit);
-        }
+        // Not applied here (yet): free the job, whether or not the edit is still current (an
+        // edit of the new leader may have consumed its inputs already: its outputs would stay
+        // here as orphans). If the entry commits later, this node fetches the files back from a
+        // node that acknowledged them; an installed file is live and stays.
+        leader.db.abandon_prepared(&edit);
         return Err(e);
     }
     Ok(true)
+}
+
+/// Resolves once this node no longer leads `term`.
+async fn term_ended(leader: &Leader, term: u64) {
+    while leading_term(&leader.raft, leader.id) == Some(term) {
+        tokio::time::sleep(crate::replica::HOUSEKEEPING_PERIOD).await;
+    }
 }
 
 /// The lowest flushed index of any node as far as this leader knows (0 for a node that never

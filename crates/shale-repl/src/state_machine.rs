@@ -54,8 +54,11 @@ pub(crate) struct Shared {
     pub building: tokio::sync::Mutex<()>,
     /// Rubble mode: gets the files of an edit this node lacks.
     pub fetcher: Option<Fetcher>,
-    /// Set when the node stops: an apply waiting for files gives up.
+    /// Set when the node stops: an apply waiting for files gives up, and nothing more is
+    /// applied.
     pub stopping: AtomicBool,
+    /// Held while an entry or a snapshot is applied (see [`Shared::wait_applies`]).
+    pub applying: Mutex<()>,
 }
 
 pub(crate) struct SmState {
@@ -103,10 +106,27 @@ impl Shared {
             building: tokio::sync::Mutex::new(()),
             fetcher,
             stopping: AtomicBool::new(false),
+            applying: Mutex::new(()),
         })
     }
 
+    /// Once `stopping` is set: waits for the apply in progress, if any. openraft's shutdown
+    /// does not wait for its state machine worker, which would go on with the entries queued for
+    /// it after the node stopped (into a database a restarted node may already have open).
+    pub(crate) fn wait_applies(&self) {
+        drop(self.applying.lock());
+    }
+
+    fn refuse_when_stopping(&self) -> Result<(), StorageError> {
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(storage_err("the node is stopping"));
+        }
+        Ok(())
+    }
+
     fn apply_one(&self, entry: Entry) -> Result<(), StorageError> {
+        let _applying = self.applying.lock();
+        self.refuse_when_stopping()?;
         let log_id = *entry.get_log_id();
         let index = log_id.index;
         let db = &self.db;
@@ -313,6 +333,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let files = *snapshot;
         let meta = meta.clone();
         tokio::task::spawn_blocking(move || -> Result<(), String> {
+            let _applying = shared.applying.lock();
+            if shared.stopping.load(Ordering::Acquire) {
+                return Err("the node is stopping".into());
+            }
             shared
                 .db
                 .install_checkpoint(&files.dir)

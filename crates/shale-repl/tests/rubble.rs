@@ -158,12 +158,17 @@ async fn only_the_leader_flushes_and_compacts_and_every_node_holds_the_same_file
     for id in [1, 2, 3].into_iter().filter(|&i| i != leader) {
         let r = c.replica(id);
         let s = r.db().stats();
-        assert_eq!(
-            (s.flushes, s.compactions, s.gc_runs),
-            (0, 0, 0),
-            "follower {id} ran jobs of its own"
-        );
         let st = r.rubble_status();
+        // A loaded machine may move the leadership during the run: a node ran jobs only in
+        // terms it led, and a node that never led ran none.
+        if st.job_terms == 0 {
+            assert_eq!(
+                (s.flushes, s.compactions, s.gc_runs),
+                (0, 0, 0),
+                "follower {id} never led and ran jobs of its own: {:?}",
+                c.describe()
+            );
+        }
         assert!(st.edits_installed >= lstatus.edits_proposed - st.edits_stale);
         assert_eq!(st.fallback_flushes, 0);
         assert!(s.files_per_level.iter().skip(1).any(|&n| n > 0), "{s:?}");
@@ -233,7 +238,6 @@ async fn a_leader_killed_after_a_quorum_holds_the_files_loses_nothing_and_leaves
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "FAILS: the deposed leader keeps its abandoned job's output SST as an orphan in its engine directory (seen 15:45 on 2026-11-24); run with --ignored"]
 async fn a_leader_deposed_in_the_middle_of_a_job_changes_nothing_anywhere() {
     let mut c = cluster(13);
     let (armed, paused, hook) = pause_once(Duration::from_secs(2));
@@ -244,6 +248,7 @@ async fn a_leader_deposed_in_the_middle_of_a_job_changes_nothing_anywhere() {
     let leader = c.wait_leader(Duration::from_secs(5)).await.expect("leader");
     armed.store(true, Ordering::Release);
     write_until(&c, &mut model, &paused).await;
+    let paused_at = Instant::now();
     c.net.isolate(leader, &[1, 2, 3]);
     // A new leader among the others; the old one proposes into nothing (and, believing it
     // still leads, takes writes that time out).
@@ -252,6 +257,10 @@ async fn a_leader_deposed_in_the_middle_of_a_job_changes_nothing_anywhere() {
     c.settle(Duration::from_secs(30)).await;
     write(&c, &mut model, 150).await;
     write(&c, &mut model, 60).await;
+    // The rest can take less than the pause: the old leader's job is still in flight (its
+    // outputs pending, not orphans) until the pause ends and the job is given up.
+    let left = Duration::from_secs(2).saturating_sub(paused_at.elapsed());
+    tokio::time::sleep(left + Duration::from_millis(300)).await;
     quiesce(&c).await;
     c.check_invariants();
     check_files(&c);
@@ -321,8 +330,10 @@ async fn a_follower_that_cannot_get_files_flushes_its_own_memtable_and_says_so()
     c.bootstrap(&[1, 2, 3]).await;
     let mut model = Model::new();
     write(&c, &mut model, 20).await;
-    let leader = c.wait_leader(Duration::from_secs(5)).await.expect("leader");
-    let follower = [1, 2, 3]
+    // No job in flight: the first edit the blocked follower meets is a flush (a compaction's
+    // files have no fallback, the node would wait for them).
+    let mut leader = quiesce(&c).await;
+    let mut follower = [1, 2, 3]
         .into_iter()
         .find(|&i| i != leader)
         .expect("a follower");
@@ -330,8 +341,25 @@ async fn a_follower_that_cannot_get_files_flushes_its_own_memtable_and_says_so()
     let fallbacks = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(20);
     while fallbacks.load(Ordering::Relaxed) == 0 {
-        assert!(Instant::now() < deadline, "no fallback flush");
+        assert!(
+            Instant::now() < deadline,
+            "no fallback flush on node {follower}: {:?} {:?}",
+            c.replica(follower).rubble_status(),
+            c.describe()
+        );
         write(&c, &mut model, 10).await;
+        // A blocked leader (a loaded machine may move the leadership) ships nothing: block
+        // another follower instead.
+        let now = c.wait_leader(Duration::from_secs(5)).await.expect("leader");
+        if now == follower {
+            c.net.block_files(follower, false);
+            leader = now;
+            follower = [1, 2, 3]
+                .into_iter()
+                .find(|&i| i != leader)
+                .expect("a follower");
+            c.net.block_files(follower, true);
+        }
         fallbacks.store(
             c.replica(follower).rubble_status().fallback_flushes,
             Ordering::Relaxed,

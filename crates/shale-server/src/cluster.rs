@@ -535,6 +535,7 @@ pub fn info_lines(replica: &Replica) -> Vec<(String, String)> {
             ("edits_installed", r.edits_installed),
             ("edits_stale", r.edits_stale),
             ("fallback_flushes", r.fallback_flushes),
+            ("job_terms", r.job_terms),
             ("stall_micros", r.stall_micros),
         ] {
             lines.push((format!("rubble_{name}"), value.to_string()));
@@ -555,6 +556,10 @@ pub fn info_lines(replica: &Replica) -> Vec<(String, String)> {
     let (batches, entries) = replica.proposed();
     lines.push(("raft_proposed_batches".into(), batches.to_string()));
     lines.push(("raft_proposed_entries".into(), entries.to_string()));
+    lines.push((
+        "raft_rpc_bytes_sent".into(),
+        replica.rpc_bytes_sent().to_string(),
+    ));
     if leader {
         lines.push(("connected_slaves".into(), s.followers.len().to_string()));
         let nodes = replica.nodes();

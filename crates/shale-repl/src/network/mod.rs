@@ -83,6 +83,12 @@ pub trait Transport: Send + Sync + 'static {
         names: Vec<String>,
         into: Receiver,
     ) -> BoxFuture<'static, io::Result<Receiver>>;
+
+    /// Bytes of Raft messages (not snapshots or files) sent so far; 0 where the transport does
+    /// not count them.
+    fn rpc_bytes_sent(&self) -> u64 {
+        0
+    }
 }
 
 /// The receiving end of one node: hands messages to its Raft node and receives snapshots.

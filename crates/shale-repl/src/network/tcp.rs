@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
@@ -55,6 +56,14 @@ pub enum Frame {
 }
 
 async fn write_frame<W: AsyncWriteExt + Unpin>(w: &mut W, frame: &Frame) -> io::Result<()> {
+    write_frame_counted(w, frame).await.map(|_| ())
+}
+
+/// Writes `frame` and returns its bytes on the wire.
+async fn write_frame_counted<W: AsyncWriteExt + Unpin>(
+    w: &mut W,
+    frame: &Frame,
+) -> io::Result<u64> {
     let body = bincode::serialize(frame).map_err(io::Error::other)?;
     if body.len() > MAX_FRAME {
         return Err(io::Error::other(format!(
@@ -63,7 +72,8 @@ async fn write_frame<W: AsyncWriteExt + Unpin>(w: &mut W, frame: &Frame) -> io::
         )));
     }
     w.write_all(&(body.len() as u32).to_le_bytes()).await?;
-    w.write_all(&body).await
+    w.write_all(&body).await?;
+    Ok(4 + body.len() as u64)
 }
 
 async fn read_frame<R: AsyncReadExt + Unpin>(r: &mut R) -> io::Result<Frame> {
@@ -107,6 +117,8 @@ type Slot = Arc<tokio::sync::Mutex<Option<Conn>>>;
 #[derive(Default, Clone)]
 pub struct TcpTransport {
     conns: Arc<Mutex<HashMap<NodeId, Slot>>>,
+    /// See [`Transport::rpc_bytes_sent`].
+    rpc_bytes: Arc<AtomicU64>,
 }
 
 impl TcpTransport {
@@ -126,6 +138,7 @@ impl Transport for TcpTransport {
     ) -> BoxFuture<'static, io::Result<RpcReply>> {
         let slot = self.conns.lock().entry(target).or_default().clone();
         let addr = info.raft_addr.clone();
+        let rpc_bytes = self.rpc_bytes.clone();
         async move {
             let mut slot = slot.lock().await;
             // The connection leaves its slot while the message is in flight and goes back only
@@ -140,8 +153,9 @@ impl Transport for TcpTransport {
                     Some(c) => c,
                     None => connect(&addr).await?,
                 };
-                write_frame(&mut w, &Frame::Rpc(rpc)).await?;
+                let sent = write_frame_counted(&mut w, &Frame::Rpc(rpc)).await?;
                 w.flush().await?;
+                rpc_bytes.fetch_add(sent, Ordering::Relaxed);
                 match read_frame(&mut r).await? {
                     Frame::Reply(reply) => Ok((reply, (r, w))),
                     other => Err(unexpected(&other)),
@@ -245,6 +259,10 @@ impl Transport for TcpTransport {
             }
         }
         .boxed()
+    }
+
+    fn rpc_bytes_sent(&self) -> u64 {
+        self.rpc_bytes.load(Ordering::Relaxed)
     }
 }
 
