@@ -157,33 +157,30 @@ struct Setup {
 }
 
 impl Setup {
+    /// `of(pid)` summed over the process serving the load and over the others.
+    fn by_role<T: std::ops::Add<Output = T> + Default>(&self, of: impl Fn(u32) -> T) -> (T, T) {
+        self.children.iter().fold(
+            (T::default(), T::default()),
+            |(target, others), (c, port)| {
+                let v = of(c.id());
+                if *port == self.target {
+                    (target + v, others)
+                } else {
+                    (target, others + v)
+                }
+            },
+        )
+    }
+
     /// CPU-seconds so far of the process serving the load and of the others.
     fn cpu_seconds(&self) -> (f64, f64) {
-        self.children
-            .iter()
-            .fold((0.0, 0.0), |(target, others), (c, port)| {
-                let s = proc_cpu_seconds(c.id());
-                if *port == self.target {
-                    (target + s, others)
-                } else {
-                    (target, others + s)
-                }
-            })
+        self.by_role(proc_cpu_seconds)
     }
 
     /// Bytes so far that the process serving the load and the others wrote to storage
     /// (`write_bytes` of `/proc/PID/io`).
     fn written_bytes(&self) -> (u64, u64) {
-        self.children
-            .iter()
-            .fold((0, 0), |(target, others), (c, port)| {
-                let b = proc_write_bytes(c.id());
-                if *port == self.target {
-                    (target + b, others)
-                } else {
-                    (target, others + b)
-                }
-            })
+        self.by_role(proc_write_bytes)
     }
 
     /// What the followers of a Shale cluster did by themselves (flushes and compactions, from
