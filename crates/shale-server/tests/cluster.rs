@@ -329,7 +329,6 @@ fn a_three_process_cluster_survives_sigkill_and_sigstop_of_leader_and_follower()
 /// followers restarted (kill -9) and enough data written for flushes and compactions, the
 /// followers' INFO shows no flush or compaction of their own, only installed edits.
 #[test]
-#[ignore = "PENDING: not yet run; run with --ignored"]
 fn a_three_process_rubble_cluster_survives_kills_and_only_its_leader_compacts() {
     let tmp = Scratch::new();
     let rubble = ["--replication-mode", "rubble"];
