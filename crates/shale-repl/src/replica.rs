@@ -489,6 +489,14 @@ impl Replica {
         self.inner.shared.applied_index.load(Ordering::Acquire)
     }
 
+    /// Runs `f` between two applies: no entry or snapshot is being applied meanwhile, so what
+    /// `f` reads of the database matches [`Replica::applied_index`] (an apply changes the
+    /// database before it advances the applied index). For checks that compare nodes.
+    pub fn between_applies<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _applying = self.inner.shared.applying.lock();
+        f()
+    }
+
     /// Indexes of the `SwitchMemtable` entries applied since open.
     pub fn switch_indexes(&self) -> Vec<u64> {
         self.inner.shared.inner.lock().switch_indexes.clone()

@@ -462,12 +462,15 @@ impl Cluster {
         let mut seen: HashMap<u64, (NodeId, LiveFiles, Vec<u64>)> = HashMap::new();
         for id in self.running() {
             let r = self.replica(id);
-            let before = r.applied_index();
-            let files = self.live_files(id);
-            let sealed = r.db().sealed_positions();
-            if r.applied_index() != before {
-                continue;
-            }
+            // Between applies: an apply seals a memtable or installs files before it advances
+            // the applied index.
+            let (before, files, sealed) = r.between_applies(|| {
+                (
+                    r.applied_index(),
+                    self.live_files(id),
+                    r.db().sealed_positions(),
+                )
+            });
             assert_eq!(r.db().stats().gc_runs, 0, "node {id} ran blob GC");
             match seen.get(&before) {
                 Some((other, f, s)) => {
