@@ -165,17 +165,21 @@ impl ClassReport {
             self.slabs.len() as u64,
             "{server}: active_slabs"
         );
+        // memcached sums its per-class counts from the LRUs and its totals from per-thread
+        // counters, and under eviction the two drift apart (7,148 items in the classes against a
+        // curr_items of 7,080 in one CI run): memcached is held to 2%, the cache to the item.
+        let slack = |total: u64| if server == "memcached" { total / 50 } else { 0 };
         let numbers: u64 = self.items.values().map(|c| stat(c, "number")).sum();
-        assert_eq!(
-            numbers,
-            self.general("curr_items"),
-            "{server}: items per class against curr_items"
+        let curr_items = self.general("curr_items");
+        assert!(
+            numbers.abs_diff(curr_items) <= slack(curr_items),
+            "{server}: items per class {numbers} against curr_items {curr_items}"
         );
         let evicted: u64 = self.items.values().map(|c| stat(c, "evicted")).sum();
-        assert_eq!(
-            evicted,
-            self.general("evictions"),
-            "{server}: evicted per class against evictions"
+        let evictions = self.general("evictions");
+        assert!(
+            evicted.abs_diff(evictions) <= slack(evictions),
+            "{server}: evicted per class {evicted} against evictions {evictions}"
         );
         let mut last_size = 0;
         let mut pages = 0;
