@@ -255,6 +255,42 @@ fn regression_issue_18_a_full_disk_error_says_what_failed_relative_to_the_data_d
     );
 }
 
+/// A synced write whose records fit but whose WAL sync marker does not: the write succeeds (its
+/// records are durable), writes then stop for lack of space instead of poisoning, and resume once
+/// space returns. The official CI once hit this boundary by chance: the marker's failure broke the
+/// WAL writer silently and the next write poisoned the database.
+#[test]
+fn regression_issue_18_a_sync_marker_without_space_stops_writes_instead_of_poisoning() {
+    let fs = FaultFs::new(MemFs::new());
+    let db = Db::open(DIR, options(&fs)).unwrap();
+    let (mut next, mut acked) = (0, BTreeMap::new());
+    // Writes of one size: each appends its record and a sync marker to the WAL.
+    write_some(&db, &mut next, 2, &mut acked);
+    let before = fs.mem().total_bytes();
+    write_some(&db, &mut next, 1, &mut acked);
+    let per_write = fs.mem().total_bytes() - before;
+    // Room for the next record and the marker's header, not for the whole marker.
+    fs.set_space_limit(Some(fs.mem().total_bytes() + per_write - 1));
+    write_some(&db, &mut next, 1, &mut acked);
+    assert!(
+        fs.space_failures() > 0,
+        "the marker fit: {per_write} bytes a write"
+    );
+    let mut b = WriteBatch::new();
+    b.put("after", "the marker did not fit");
+    let e = db.write(b, &sync()).unwrap_err();
+    assert_no_space(&e);
+    verify(&db, &acked);
+    fs.set_space_limit(None);
+    wait_for_resume(&db);
+    write_some(&db, &mut next, 10, &mut acked);
+    verify(&db, &acked);
+    let crashed = fs.crash_clone();
+    drop(db);
+    let db = Db::open(DIR, options(&crashed)).unwrap();
+    verify(&db, &acked);
+}
+
 /// Writes `n` keys from `*next` on (synced), remembering them.
 fn write_some(db: &Db, next: &mut u64, n: u64, acked: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
     for _ in 0..n {

@@ -3,9 +3,10 @@
 //!
 //! A failure that leaves durability intact but cannot make progress without space stops writes
 //! instead of poisoning the database:
-//! - a WAL append or flush that fails with no space (`ENOSPC`, `EDQUOT`): the WAL writer is broken
-//!   (its file may end in part of a record, a torn tail that recovery cuts) and takes no more
-//!   records;
+//! - a WAL append or flush that fails with no space (`ENOSPC`, `EDQUOT`), the sync marker after a
+//!   sync included (the synced records stay durable and their write succeeds): the WAL writer is
+//!   broken (its file may end in part of a record, a torn tail that recovery cuts) and takes no
+//!   more records;
 //! - a flush, compaction or GC job that fails with no space, in the background or asked for
 //!   (`Db::compact_range`, `Db::collect_garbage`), its MANIFEST write included: its partial
 //!   outputs are removed, and the memtables and files it read are untouched.

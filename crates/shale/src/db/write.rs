@@ -399,6 +399,16 @@ pub(crate) fn commit_group(
     wal.group.set_seq(first_seq);
     let payload = wal.group.as_bytes();
     let payload_len = payload.len() as u64;
+    if wal.writer.is_broken() {
+        // A failure on another thread (a sync marker that did not fit) broke the WAL after this
+        // write was admitted: it stopped writes or poisoned, and says so.
+        return Err(inner.write_blocker().unwrap_or_else(|| {
+            inner.set_poison(Error::io(
+                std::io::Error::other("the WAL writer is broken but writes were not stopped"),
+                format!("append to WAL {}", filename::wal_name(wal.number)),
+            ))
+        }));
+    }
     let appended = wal.writer.add_record(payload).and_then(|()| {
         if flush || sync {
             wal.writer.flush()
@@ -631,6 +641,20 @@ fn wal_write_failed(inner: &DbInner, err: Error) -> Error {
     }
 }
 
+/// Handles a sync marker that could not be written to the active WAL `number` after its records
+/// were synced: they are durable, and the write that asked for the sync succeeds, but the writer
+/// is broken (its file may end in part of the marker) and takes no more records. As after a
+/// failed append, a lack of space stops writes until `db::resume` starts a new WAL, and anything
+/// else poisons; before, the next append found the writer broken and poisoned even for a lack of
+/// space.
+fn sync_marker_failed(inner: &DbInner, number: u64, e: std::io::Error) {
+    let err = Error::io(
+        e,
+        format!("write a sync marker to WAL {}", filename::wal_name(number)),
+    );
+    wal_write_failed(inner, err);
+}
+
 /// Hands WAL `number`'s buffered records to the operating system before an fsync, so that a
 /// failure to write them (a lack of space) is told apart from a failed fsync.
 fn flush_before_sync(inner: &DbInner, number: u64, writer: &mut LogWriter) -> Result<()> {
@@ -650,12 +674,18 @@ fn sync_all(inner: &DbInner, wal: &mut WalState) -> Result<()> {
     while let Some((number, writer)) = wal.retired.first_mut() {
         let number = *number;
         flush_before_sync(inner, number, writer)?;
-        writer.sync().map_err(|e| poison(number, e))?;
+        let len = writer.sync_records().map_err(|e| poison(number, e))?;
+        // A retired WAL takes no more records: a marker that did not fit leaves a torn tail after
+        // durable records, which recovery cuts.
+        let _ = writer.mark_synced(len);
         wal.retired.remove(0);
     }
     let number = wal.number;
     flush_before_sync(inner, number, &mut wal.writer)?;
-    wal.writer.sync().map_err(|e| poison(number, e))?;
+    let len = wal.writer.sync_records().map_err(|e| poison(number, e))?;
+    if let Err(e) = wal.writer.mark_synced(len) {
+        sync_marker_failed(inner, number, e);
+    }
     inner.counters.wal_syncs.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
@@ -697,9 +727,12 @@ pub(crate) fn sync_wal(inner: &DbInner) -> Result<()> {
     let wal = &mut *wal;
     for (number, len, _) in &handles {
         if *number == wal.number {
-            wal.writer.mark_synced(*len);
+            if let Err(e) = wal.writer.mark_synced(*len) {
+                sync_marker_failed(inner, *number, e);
+            }
         } else if let Some((_, writer)) = wal.retired.iter_mut().find(|(n, _)| n == number) {
-            writer.mark_synced(*len);
+            // Retired: no more records follow, so a marker that did not fit is a torn tail.
+            let _ = writer.mark_synced(*len);
         }
     }
     // The retired WALs synced here take no more appends: they need no later sync.

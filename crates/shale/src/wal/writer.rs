@@ -85,25 +85,38 @@ impl LogWriter {
     }
 
     /// Makes every appended record durable (and, for a WAL, says so with a sync marker).
+    ///
+    /// # Errors
+    /// The fsync's error, or the marker's ([`LogWriter::mark_synced`]: the records are durable
+    /// then, but the writer is broken).
     pub(crate) fn sync(&mut self) -> io::Result<()> {
+        let len = self.sync_records()?;
+        self.mark_synced(len)
+    }
+
+    /// Fsyncs the appended records without writing a sync marker; returns the length made
+    /// durable, for [`LogWriter::mark_synced`].
+    pub(crate) fn sync_records(&mut self) -> io::Result<u64> {
         let len = self.file.len();
         self.file.sync()?;
-        self.mark_synced(len);
-        Ok(())
+        Ok(len)
     }
 
     /// Records, in a WAL, that the file's first `len` bytes are durable (after a sync through a
-    /// [`LogWriter::sync_handle`] taken at that length). Best effort: the bytes are durable
-    /// whether or not the marker is written; a failed marker write breaks the writer like any
-    /// failed append.
-    pub(crate) fn mark_synced(&mut self, len: u64) {
+    /// [`LogWriter::sync_handle`] taken at that length, or [`LogWriter::sync_records`]).
+    ///
+    /// # Errors
+    /// The marker's append or flush failed: the bytes are durable all the same, but the file may
+    /// end in part of the marker, so the writer is broken like after any failed append and the
+    /// caller must move on to a new log before the next record.
+    pub(crate) fn mark_synced(&mut self, len: u64) -> io::Result<()> {
         if !self.sync_markers || self.broken || len <= self.marked {
-            return;
+            return Ok(());
         }
         let marker = encode_sync_marker(len);
-        if self.add_record(&marker).and_then(|()| self.flush()).is_ok() {
-            self.marked = self.file.len();
-        }
+        self.add_record(&marker).and_then(|()| self.flush())?;
+        self.marked = self.file.len();
+        Ok(())
     }
 
     /// Hands appended records to the operating system and returns a handle that makes them
