@@ -331,7 +331,7 @@ impl Replica {
                 numbers: FileNumbers::new(counters.clone()),
                 counters,
             });
-            for lane in [Lane::Flush, Lane::Compaction] {
+            for lane in [Lane::Flush, Lane::Compaction, Lane::Gc] {
                 tasks.push(tokio::spawn(rubble::lane_loop(leader.clone(), lane)));
             }
         }

@@ -1,10 +1,10 @@
-//! Rubble mode (RubbleDB's "compact once, ship the files" on Raft): only the leader flushes and
-//! compacts; the other nodes install the files it made.
+//! Rubble mode (RubbleDB's "compact once, ship the files" on Raft): only the leader flushes,
+//! compacts and collects blob garbage; the other nodes install the files it made.
 //!
-//! On the leader two lanes run, one for flushes (in seal order) and one for compactions, each
-//! doing one job at a time:
-//! 1. prepare the job on the engine (`Db::prepare_flush` / `prepare_compaction`): output files
-//!    named `(term, counter)` by the leader's term, inputs held;
+//! On the leader three lanes run, one for flushes (in seal order), one for compactions and one
+//! for blob GC, each doing one job at a time:
+//! 1. prepare the job on the engine (`Db::prepare_flush` / `prepare_compaction` /
+//!    `prepare_gc`): output files named `(term, counter)` by the leader's term, inputs held;
 //! 2. ship the outputs to every other node over the bulk channel (`Transport::ship_files`, a
 //!    connection of its own, never the Raft one), where they land in the engine's staging
 //!    directory, synced with the directory before the node answers;
@@ -201,6 +201,8 @@ impl FileNumbers {
 pub(crate) enum Lane {
     Flush,
     Compaction,
+    /// Blob garbage collection: new physical files for logical blob files (`Db::prepare_gc`).
+    Gc,
 }
 
 /// What the leader's lanes need.
@@ -265,6 +267,7 @@ async fn run_job(leader: &Arc<Leader>, lane: Lane, term: u64) -> Result<bool, St
             match lane {
                 Lane::Flush => leader.db.prepare_flush(&mut next),
                 Lane::Compaction => leader.db.prepare_compaction(&mut next),
+                Lane::Gc => leader.db.prepare_gc(&mut next),
             }
         })
         .await

@@ -30,7 +30,7 @@ mod wal;
 pub use batch::WriteBatch;
 pub use db::{
     file_number, Checkpoint, Db, InstallEdit, InstallOutcome, KeyRange, LogPosition, OutputFile,
-    PreparedWrite, Snapshot, Stats, STAGING_DIR,
+    PreparedWrite, Snapshot, Stats, RETIRED_DIR, STAGING_DIR,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use iter::{Skipped, SkippedKind};

@@ -1,7 +1,7 @@
 //! Flushes and compactions through the log (RubbleDB's "compact once"): a leader prepares jobs
 //! under `(term, counter)` file numbers, a follower receives the files into staging, and both
 //! apply the same edits in log order. Stale edits are no-ops everywhere; files are durable before
-//! the MANIFEST names them; staging is cleared at open.
+//! the MANIFEST names them; staging is cleared at open. Blob GC goes the same way.
 
 use shale::fs::{FaultFs, Fs, MemFs};
 use shale::{file_number, Db, InstallEdit, InstallOutcome, LogPosition, Options, WriteBatch};
@@ -229,6 +229,146 @@ fn a_stale_edit_is_a_no_op_on_every_node_and_frees_the_leaders_job() {
     ));
     assert_eq!(contents(&a), model(100));
     assert_eq!(contents(&b), model(100));
+}
+
+/// A leader and a follower driven through the same log, and the values written.
+struct Pair<'a> {
+    fs: &'a FaultFs,
+    leader: &'a Db,
+    follower: &'a Db,
+    next: Box<dyn FnMut() -> u64>,
+    index: u64,
+    want: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl Pair<'_> {
+    /// Puts the keys `gcNNN` for `n` in `0..200` where `pick(n)`, valued by `round`, then seals
+    /// the memtable; then every flush and compaction the leader can prepare, shipped and
+    /// installed on both.
+    fn round(&mut self, round: u32, pick: impl Fn(u32) -> bool) {
+        let (leader, follower) = (self.leader, self.follower);
+        for n in (0..200).filter(|&n| pick(n)) {
+            let (key, value) = (format!("gc{n:03}"), format!("{round}-{}", "v".repeat(400)));
+            let mut b = WriteBatch::new();
+            b.put(&key, &value);
+            for db in [leader, follower] {
+                db.apply_logged(self.index, &b).unwrap();
+            }
+            self.want.insert(key.into_bytes(), value.into_bytes());
+            self.index += 1;
+        }
+        for db in [leader, follower] {
+            db.seal_memtable(position(self.index)).unwrap();
+        }
+        self.index += 1;
+        let mut jobs = Vec::new();
+        while let Some(edit) = leader.prepare_flush(&mut self.next).unwrap() {
+            jobs.push(edit);
+        }
+        while let Some(edit) = leader.prepare_compaction(&mut self.next).unwrap() {
+            jobs.push(edit);
+        }
+        for edit in jobs {
+            self.install(&edit, true);
+        }
+    }
+
+    /// Ships `edit` and applies it on both at the next index: installed, or stale.
+    fn install(&mut self, edit: &InstallEdit, installed: bool) {
+        ship(self.fs, self.leader, self.follower, edit);
+        for db in [self.leader, self.follower] {
+            let outcome = db.install_edit(self.index, edit).unwrap();
+            assert_eq!(
+                outcome == InstallOutcome::Installed,
+                installed,
+                "{outcome:?}"
+            );
+        }
+        self.index += 1;
+    }
+}
+
+#[test]
+fn a_gc_edit_applied_after_compactions_it_predates_gives_the_same_state_on_every_node() {
+    let fs = FaultFs::new(MemFs::new());
+    let options = |fs: &FaultFs| Options {
+        gc_threshold: 0.3,
+        ..options(fs)
+    };
+    let leader = Db::open_for_log_installs("leader", options(&fs)).unwrap();
+    let follower = Db::open_for_log_installs("follower", options(&fs)).unwrap();
+    let mut log = Pair {
+        fs: &fs,
+        leader: &leader,
+        follower: &follower,
+        next: Box::new(numbers(3)),
+        index: 1,
+        want: BTreeMap::new(),
+    };
+    // The first blob file: 200 values, half of them overwritten (and found dead by the
+    // compaction of the three L0 files).
+    log.round(1, |_| true);
+    log.round(2, |n| n % 4 == 0);
+    log.round(2, |n| n % 4 == 2);
+    assert!(
+        leader.stats().blob_garbage_bytes > 0,
+        "{:?}",
+        leader.stats()
+    );
+    let gc = leader
+        .prepare_gc(&mut log.next)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no blob garbage to collect: {:?}", leader.stats()));
+    assert_eq!((gc.outputs.len(), gc.input_files.len()), (1, 1));
+    assert!(gc.input_memtables.is_empty() && gc.flushed_upto.is_none());
+    assert!(
+        leader.prepare_gc(&mut log.next).unwrap().is_none(),
+        "collected twice"
+    );
+    // While the edit travels, a compaction finds a quarter of the kept records dead.
+    log.round(3, |n| n % 8 == 1);
+    log.round(3, |n| n % 16 == 3);
+    log.round(3, |n| n % 16 == 11);
+    log.install(&gc, true);
+    let (lstats, fstats) = (leader.stats(), follower.stats());
+    assert_eq!((lstats.gc_runs, fstats.gc_runs), (1, 0));
+    // The records that died in between are the new file's garbage, on both nodes alike.
+    assert!(lstats.blob_garbage_bytes > 0, "{lstats:?}");
+    assert_eq!(
+        (
+            lstats.blob_live_bytes,
+            lstats.blob_garbage_bytes,
+            lstats.blob_files
+        ),
+        (
+            fstats.blob_live_bytes,
+            fstats.blob_garbage_bytes,
+            fstats.blob_files
+        )
+    );
+    assert_eq!(live_set(&fs, &leader), live_set(&fs, &follower));
+    // The old physical file left the live set; its retired copy stays fetchable for nodes
+    // that replay older edits.
+    let old = format!("{:06}.blob", gc.input_files[0]);
+    assert!(!follower.live_file_names().contains(&old), "{old}");
+    assert!(follower.edit_file_path(&old).is_some(), "{old} not retired");
+    // Applied again (a node replaying its log), the edit is stale: its input is gone.
+    log.install(&gc, false);
+    let want = std::mem::take(&mut log.want);
+    drop(log);
+    assert!(contents(&leader) == want && contents(&follower) == want);
+    // Both MANIFESTs read back to the same state.
+    drop((leader, follower));
+    for name in ["leader", "follower"] {
+        let db = Db::open_for_log_installs(name, options(&fs)).unwrap();
+        let s = db.stats();
+        assert_eq!(
+            (s.blob_live_bytes, s.blob_garbage_bytes),
+            (lstats.blob_live_bytes, lstats.blob_garbage_bytes),
+            "{name}"
+        );
+        assert!(contents(&db) == want, "{name}");
+    }
 }
 
 #[test]

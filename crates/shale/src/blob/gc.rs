@@ -197,6 +197,12 @@ fn run_task(task: &GcTask, pace: Pace<'_>) -> Result<GcOutput> {
     })
 }
 
+/// Runs `task` on the calling thread, unpaced, for a host that runs a collection as a job of its
+/// own (rubble mode's leader: `db::gc::prepare_for_log`). As [`run_task`].
+pub(crate) fn run_now(task: &GcTask) -> Result<GcOutput> {
+    run_task(task, Pace::default())
+}
+
 /// The copy itself; sets `created` once the output file exists.
 fn copy_survivors(
     task: &GcTask,

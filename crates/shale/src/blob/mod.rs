@@ -45,7 +45,9 @@ pub(crate) use bitmap::Bitmap;
 pub(crate) use blob_ref::BlobRef;
 pub(crate) use direct::{write_value, DirectBlobs};
 pub(crate) use format::record_len;
-pub(crate) use gc::{GcCompletion, GcEngine, GcTask, InlineGcEngine, OnComplete, WorkerGcEngine};
+pub(crate) use gc::{
+    run_now, GcCompletion, GcEngine, GcTask, InlineGcEngine, OnComplete, WorkerGcEngine,
+};
 pub(crate) use reader::BlobReader;
 pub(crate) use writer::{BlobFileInfo, BlobWriter};
 // The rest of the API: only the tests use it so far.

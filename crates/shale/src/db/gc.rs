@@ -485,3 +485,145 @@ fn titan_write_back(inner: &DbInner, moved: &[Moved]) -> Result<Vec<DroppedBlob>
     }
     Ok(stale)
 }
+
+/// Rubble mode's leader (see `install`): collects the blob file the picker chooses first now, on
+/// the calling thread, into outputs numbered by `new_number`, and returns the version edit that
+/// points each logical file at its output, as of the current version. Nothing is installed: the
+/// logical files stay held (`busy`) until the edit is applied or abandoned
+/// ([`release_for_log`]). `None` when no file needs collecting.
+///
+/// The edit's `record_bytes` already leaves out the garbage known now and its `garbage_bytes` is
+/// zero; records found dead between now and the install are added back by each node when it
+/// applies the edit (`install::validate`), from its own version at that log position.
+///
+/// # Errors
+/// `Io` or `Corruption` when a copy fails: its output is removed, the file is not collected
+/// again until reopen, and nothing is poisoned.
+pub(crate) fn prepare_for_log(
+    inner: &DbInner,
+    state: &mut MutexGuard<'_, State>,
+    new_number: &mut dyn FnMut() -> u64,
+) -> Result<Option<PreparedGc>> {
+    let version = state.versions.current();
+    if version.blobs.is_empty() {
+        return Ok(None);
+    }
+    // One file per job: a job is stale as a whole when any of its files is gone by the time
+    // its edit is applied (a compaction found all its records dead), so one file per job wastes
+    // the least copying.
+    let metas: Vec<BlobFileMeta> = pick_files(inner, &state.gc, &version)
+        .files
+        .iter()
+        .filter_map(|l| version.blobs.get(l).map(|m| (**m).clone()))
+        .filter(|m| m.live_count > 0)
+        .take(1)
+        .collect();
+    drop(version);
+    if metas.is_empty() {
+        return Ok(None);
+    }
+    let tasks: Vec<GcTask> = metas
+        .iter()
+        .map(|meta| {
+            let output_number = new_number();
+            state.pending_outputs.insert(output_number);
+            state.gc.busy.insert(meta.logical);
+            GcTask {
+                id: 0,
+                fs: inner.fs.clone(),
+                input_path: filename::blob(&inner.dir, meta.physical),
+                logical: meta.logical,
+                old_survivors: meta.survivors.as_deref().cloned(),
+                keep: meta.keep_set(),
+                output_path: filename::blob(&inner.dir, output_number),
+                output_number,
+            }
+        })
+        .collect();
+    let copied = MutexGuard::unlocked(state, || -> Result<Vec<GcOutputInfo>> {
+        let mut done = Vec::with_capacity(tasks.len());
+        for task in &tasks {
+            let out = crate::blob::run_now(task)?;
+            if u64::from(out.info.count) != task.keep.count_ones() {
+                return Err(Error::corruption(
+                    &task.input_path,
+                    0,
+                    format!(
+                        "a GC copy wrote {} records, {} were to be kept",
+                        out.info.count,
+                        task.keep.count_ones()
+                    ),
+                ));
+            }
+            done.push(GcOutputInfo {
+                file_size: out.info.file_size,
+                bytes_read: out.bytes_read,
+                micros: out.micros,
+            });
+        }
+        sync_dir(inner)?;
+        Ok(done)
+    });
+    let outputs: Vec<u64> = tasks.iter().map(|t| t.output_number).collect();
+    let copied = match copied {
+        Ok(c) => c,
+        Err(e) => {
+            for (task, meta) in tasks.iter().zip(&metas) {
+                state.gc.busy.remove(&meta.logical);
+                state.pending_outputs.remove(&task.output_number);
+                if e.kind() != ErrorKind::Closed {
+                    state.gc.failed.insert(meta.logical);
+                }
+                let _ = inner.fs.remove_file(&task.output_path);
+            }
+            tracing::warn!(error = %e, "a GC job failed; its blob files stay as they are");
+            return Err(e);
+        }
+    };
+    let mut edit = VersionEdit::default();
+    let c = &inner.counters;
+    for ((task, meta), out) in tasks.iter().zip(&metas).zip(&copied) {
+        edit.blob_files.push(BlobFileEdit {
+            physical: task.output_number,
+            file_size: out.file_size,
+            record_bytes: meta.live_bytes(),
+            garbage_bytes: 0,
+            survivors: Some(task.keep.clone()),
+            ..meta.to_edit()
+        });
+        c.gc_runs.fetch_add(1, Ordering::Relaxed);
+        c.gc_bytes_read.fetch_add(out.bytes_read, Ordering::Relaxed);
+        c.gc_bytes_written
+            .fetch_add(out.file_size, Ordering::Relaxed);
+        c.gc_micros.fetch_add(out.micros, Ordering::Relaxed);
+    }
+    Ok(Some(PreparedGc {
+        edit,
+        inputs: metas.iter().map(|m| m.physical).collect(),
+        outputs,
+    }))
+}
+
+/// A GC job [`prepare_for_log`] ran.
+pub(crate) struct PreparedGc {
+    /// Points each collected logical file at its new physical file.
+    pub edit: VersionEdit,
+    /// The physical files collected, in the order of `edit.blob_files`.
+    pub inputs: Vec<u64>,
+    /// The new physical files, in the same order.
+    pub outputs: Vec<u64>,
+}
+
+/// What [`prepare_for_log`] keeps of one copy.
+struct GcOutputInfo {
+    file_size: u64,
+    bytes_read: u64,
+    micros: u64,
+}
+
+/// Frees the logical blob files a prepared GC edit held (applied, stale or abandoned).
+pub(crate) fn release_for_log(state: &mut State, logicals: &[u64]) {
+    for l in logicals {
+        state.gc.busy.remove(l);
+    }
+}

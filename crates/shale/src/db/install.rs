@@ -2,7 +2,8 @@
 //!
 //! A database opened with [`Db::open_for_log_installs`] keeps an external log (see `replicated`)
 //! and never flushes, compacts or collects blob garbage on its own. Instead the log's leader
-//! prepares a job ([`Db::prepare_flush`], [`Db::prepare_compaction`]): the job writes its output
+//! prepares a job ([`Db::prepare_flush`], [`Db::prepare_compaction`], [`Db::prepare_gc`]): the
+//! job writes its output
 //! files under numbers the caller hands out (`(term, counter)`, see [`file_number`]), marks its
 //! inputs busy, and returns an [`InstallEdit`] describing them without installing anything. The
 //! caller ships the files to the other nodes and appends the edit to the log; every node, the
@@ -374,6 +375,40 @@ impl Db {
         result.map(Some)
     }
 
+    /// Leader: collects the blob files that blob GC would collect now (see `db::gc`), writing
+    /// their new physical files numbered by `new_number`, and returns the edit that points each
+    /// logical file at its new file. The old physical files are the edit's input files. `None`
+    /// when no blob file needs collecting.
+    ///
+    /// Each node applies the edit from its own version at the edit's log position: records
+    /// that died since the leader prepared it (compactions applied in between) stay counted as
+    /// garbage of the new file (see `validate_gc`).
+    ///
+    /// # Errors
+    /// As [`Db::prepare_flush`].
+    pub fn prepare_gc(&self, new_number: &mut dyn FnMut() -> u64) -> Result<Option<InstallEdit>> {
+        let inner = &self.inner;
+        check_log_jobs(inner)?;
+        let mut state = inner.state.lock();
+        let Some(prepared) = super::gc::prepare_for_log(inner, &mut state, new_number)? else {
+            return Ok(None);
+        };
+        drop(state);
+        let (edit, outputs) = (prepared.edit, prepared.outputs);
+        let result = describe(inner, &edit, Vec::new(), None).map(|mut e| {
+            e.input_files = prepared.inputs;
+            e
+        });
+        if let Err(e) = &result {
+            let logicals: Vec<u64> = edit.blob_files.iter().map(|b| b.logical).collect();
+            let mut state = inner.state.lock();
+            super::gc::release_for_log(&mut state, &logicals);
+            release_outputs(inner, &mut state, &outputs);
+            tracing::warn!(error = %e, "describing a GC job failed");
+        }
+        result.map(Some)
+    }
+
     /// Leader: gives up a prepared edit that will not be applied here (leadership lost before
     /// it was proposed): its inputs become free again and its outputs obsolete.
     pub fn abandon_prepared(&self, edit: &InstallEdit) {
@@ -382,13 +417,16 @@ impl Db {
             .iter()
             .filter_map(|o| file_number_of(&o.name))
             .collect();
+        let mut state = self.inner.state.lock();
+        super::gc::release_for_log(&mut state, &gc_logicals(edit));
+        drop(state);
         self.abandon_prepared_numbers(&edit.input_memtables, &edit.input_files, &outputs);
     }
 
     fn abandon_prepared_numbers(&self, seals: &[u64], inputs: &[u64], outputs: &[u64]) {
         let inner = &self.inner;
         let mut state = inner.state.lock();
-        release_job(&mut state, seals, inputs);
+        release_job(&mut state, seals, inputs, &[]);
         release_outputs(inner, &mut state, outputs);
         background::delete_obsolete_files(inner, &mut state);
     }
@@ -439,8 +477,14 @@ impl Db {
                     .filter_map(|o| file_number_of(&o.name))
                     .filter(|n| state.pending_outputs.contains(n))
                     .collect();
-                release_job(&mut state, &edit.input_memtables, &edit.input_files);
+                let gc = gc_logicals(edit);
+                release_job(&mut state, &edit.input_memtables, &edit.input_files, &gc);
                 release_outputs(inner, &mut state, &outputs);
+                // No node installs a stale edit's files: staged copies are of no use.
+                for o in &edit.outputs {
+                    let staged = inner.dir.join(STAGING_DIR).join(&o.name);
+                    let _ = inner.fs.remove_file(&staged);
+                }
                 drop(wal);
                 background::delete_obsolete_files(inner, &mut state);
                 return Ok(InstallOutcome::Stale(reason));
@@ -509,7 +553,8 @@ impl Db {
                 state.pending_outputs.remove(&n);
             }
         }
-        release_job(&mut state, &edit.input_memtables, &edit.input_files);
+        let gc = gc_logicals(edit);
+        release_job(&mut state, &edit.input_memtables, &edit.input_files, &gc);
         state.log_jobs.installed += 1;
         wal.applied_index = Some(index);
         drop(wal);
@@ -607,6 +652,9 @@ fn check_log_jobs(inner: &DbInner) -> Result<()> {
 /// carries, ready to apply, or why it is stale.
 fn validate(state: &State, edit: &InstallEdit) -> std::result::Result<VersionEdit, String> {
     let ve = VersionEdit::decode(&edit.edit).map_err(|e| format!("unreadable edit: {e}"))?;
+    if is_gc(&ve) {
+        return validate_gc(state, edit, ve);
+    }
     let k = edit.input_memtables.len();
     if k > state.sealed.len() {
         return Err(format!(
@@ -665,6 +713,108 @@ fn validate(state: &State, edit: &InstallEdit) -> std::result::Result<VersionEdi
         if b.physical != b.logical || version.blobs.get(&b.logical).is_some() {
             return Err(format!("blob file {} is not new", b.logical));
         }
+    }
+    version
+        .apply(&ve)
+        .map_err(|e| format!("does not apply: {}", e.message()))?;
+    Ok(ve)
+}
+
+/// A blob GC edit: it points logical blob files at new physical files.
+fn is_gc(ve: &VersionEdit) -> bool {
+    ve.blob_files.iter().any(|b| b.physical != b.logical)
+}
+
+/// The logical blob files a GC edit collects (none for a flush or a compaction, or an edit that
+/// cannot be read).
+fn gc_logicals(edit: &InstallEdit) -> Vec<u64> {
+    VersionEdit::decode(&edit.edit)
+        .map(|ve| {
+            ve.blob_files
+                .iter()
+                .filter(|b| b.physical != b.logical)
+                .map(|b| b.logical)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// [`validate`] for a GC edit: every collected logical file must still be in the physical file
+/// the leader read (the edit's input files, in the order of its blob files), and the edit is
+/// rebased on this version: records that died after the leader prepared it (a compaction
+/// applied in between) were alive then, so the new file holds them, and they become its garbage.
+/// Every node applies the same edit at the same log position, so every node writes the same
+/// MANIFEST edit.
+fn validate_gc(
+    state: &State,
+    edit: &InstallEdit,
+    mut ve: VersionEdit,
+) -> std::result::Result<VersionEdit, String> {
+    if !edit.input_memtables.is_empty()
+        || edit.flushed_upto.is_some()
+        || !ve.new_files.is_empty()
+        || !ve.deleted_files.is_empty()
+        || !ve.blob_dead.is_empty()
+        || !ve.deleted_blob_files.is_empty()
+        || edit.input_files.len() != ve.blob_files.len()
+    {
+        return Err("a blob GC edit replaces blob files and changes nothing else".into());
+    }
+    let mut names: Vec<String> = ve
+        .blob_files
+        .iter()
+        .map(|b| file_name(&filename::blob(Path::new(""), b.physical)))
+        .collect();
+    names.sort();
+    let mut outputs: Vec<String> = edit.outputs.iter().map(|o| o.name.clone()).collect();
+    outputs.sort();
+    if names != outputs {
+        return Err("output files do not match the edit".into());
+    }
+    let version = state.versions.current();
+    let live: HashSet<u64> = version
+        .file_numbers()
+        .chain(version.blob_file_numbers())
+        .collect();
+    for (b, &input) in ve.blob_files.iter_mut().zip(&edit.input_files) {
+        let logical = b.logical;
+        let Some(cur) = version.blobs.get(&logical) else {
+            return Err(format!("blob file {logical} is gone"));
+        };
+        if cur.physical != input {
+            return Err(format!(
+                "blob file {logical} is in {} now, not in {input}",
+                cur.physical
+            ));
+        }
+        if b.physical == logical || live.contains(&b.physical) {
+            return Err(format!("GC output {} is not new", b.physical));
+        }
+        if b.count != cur.count {
+            return Err(format!("blob file {logical}: record count differs"));
+        }
+        let Some(keep) = &b.survivors else {
+            return Err(format!(
+                "blob file {logical}: a GC output without survivors"
+            ));
+        };
+        let mut undone = b.dead.clone();
+        undone.and_not(&cur.dead);
+        let mut died = (*cur.dead).clone();
+        died.and_not(&b.dead);
+        let mut lost = died.clone();
+        lost.and_not(keep);
+        if undone.count_ones() > 0 || lost.count_ones() > 0 {
+            return Err(format!(
+                "blob file {logical}: its dead records do not follow from the edit's"
+            ));
+        }
+        let garbage_then = cur.record_bytes.checked_sub(b.record_bytes);
+        let Some(garbage_now) = garbage_then.and_then(|g| cur.garbage_bytes.checked_sub(g)) else {
+            return Err(format!("blob file {logical}: garbage bytes do not add up"));
+        };
+        b.garbage_bytes = garbage_now;
+        b.dead = (*cur.dead).clone();
     }
     version
         .apply(&ve)
@@ -748,7 +898,8 @@ fn check_file(inner: &DbInner, path: &Path, want: &OutputFile) -> Result<()> {
     Ok(())
 }
 
-fn release_job(state: &mut State, seals: &[u64], inputs: &[u64]) {
+fn release_job(state: &mut State, seals: &[u64], inputs: &[u64], gc: &[u64]) {
+    super::gc::release_for_log(state, gc);
     for s in seals {
         state.log_jobs.prepared_seals.remove(s);
     }
@@ -817,6 +968,18 @@ fn retire_inputs(inner: &DbInner, state: &State, ve: &VersionEdit, index: u64) -
             .iter()
             .filter_map(|l| version.blobs.get(l))
             .map(|b| filename::blob(&inner.dir, b.physical)),
+    );
+    // A GC edit's inputs: the physical files its logical files leave.
+    paths.extend(
+        ve.blob_files
+            .iter()
+            .filter_map(|b| {
+                version
+                    .blobs
+                    .get(&b.logical)
+                    .filter(|m| m.physical != b.physical)
+            })
+            .map(|m| filename::blob(&inner.dir, m.physical)),
     );
     if paths.is_empty() {
         return Ok(());

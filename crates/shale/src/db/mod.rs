@@ -36,7 +36,7 @@ mod stats;
 mod write;
 
 pub use crate::version::edit::LogPosition;
-pub use install::{file_number, InstallEdit, InstallOutcome, OutputFile, STAGING_DIR};
+pub use install::{file_number, InstallEdit, InstallOutcome, OutputFile, RETIRED_DIR, STAGING_DIR};
 pub use key_range::KeyRange;
 pub use replicated::Checkpoint;
 pub use snapshot::Snapshot;
