@@ -5,18 +5,18 @@
 //! request waiting for memory stays on the ready list, and the next wait does not block.
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use mio::net::{TcpStream, UdpSocket};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::cache::{Cache, Worker};
 use crate::proto::megakv::UdpRound;
-use crate::proto::{Parsed, Protocol, Session, MAX_PENDING_OUTPUT};
+use crate::proto::{Output, Parsed, Protocol, Session, MAX_PENDING_OUTPUT};
 use crate::stats::Stats;
 
 pub(super) const WAKER: Token = Token(0);
@@ -34,7 +34,7 @@ struct Conn {
     stream: TcpStream,
     session: Box<dyn Session + Send>,
     input: BytesMut,
-    output: BytesMut,
+    output: Output,
     /// On the ready list.
     ready: bool,
     /// Watching for writability (output was left unsent).
@@ -136,7 +136,7 @@ impl Thread<'_> {
                 stream,
                 session: protocol.session(),
                 input: BytesMut::with_capacity(IDLE_BUFFER),
-                output: BytesMut::new(),
+                output: Output::default(),
                 ready: true,
                 writing: false,
                 closing: false,
@@ -196,7 +196,8 @@ impl Thread<'_> {
         // One pass for everything queued.
         self.worker.execute();
         // Replies: all built, then the round's hits and misses counted, then sent, so a client
-        // that reads its reply and then asks for `stats` sees its requests counted.
+        // that reads its reply and then asks for `stats` sees its requests counted. They are
+        // sent before the round ends (`Worker::end`): they may lend values from slab memory.
         let active = std::mem::take(&mut self.active);
         for &slot in &active {
             if let Some(conn) = self.conns[slot].as_mut() {
@@ -310,25 +311,24 @@ fn read(conn: &mut Conn, scratch: &mut [u8], stats: &Stats) -> bool {
     true
 }
 
-/// Writes what the socket takes.
+/// Writes what the socket takes, then keeps the rest as the output's own bytes (values lent
+/// from slab memory must not outlive the round).
 fn flush(conn: &mut Conn, stats: &Stats) {
     while !conn.output.is_empty() {
-        match conn.stream.write(&conn.output) {
+        match conn.output.write_to(&mut conn.stream) {
             Ok(0) => {
                 conn.dead = true;
-                return;
+                break;
             }
-            Ok(n) => {
-                conn.output.advance(n);
-                Stats::add(&stats.bytes_written, n as u64);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Ok(n) => Stats::add(&stats.bytes_written, n as u64),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => {
                 conn.dead = true;
                 conn.output.clear();
-                return;
+                break;
             }
         }
     }
+    conn.output.keep();
 }

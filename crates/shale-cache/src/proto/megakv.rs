@@ -12,7 +12,7 @@ use shale_proto::megakv::{
     decode_batch, encode_reply, encode_value_reply, parse_batch, GetReply, Job, Limits,
 };
 
-use super::{Parsed, Session, MAX_REQUESTS_PER_ROUND};
+use super::{Output, Parsed, Session, MAX_REQUESTS_PER_ROUND};
 use crate::cache::{StoreError, Worker};
 use crate::item::NEVER;
 use crate::op::{OpId, SetMode};
@@ -96,7 +96,7 @@ impl Session for MegaKvSession {
         }
     }
 
-    fn reply(&mut self, worker: &mut Worker<'_>, out: &mut BytesMut) {
+    fn reply(&mut self, worker: &mut Worker<'_>, out: &mut Output) {
         reply_gets(&self.gets, worker, out);
         self.gets.clear();
     }

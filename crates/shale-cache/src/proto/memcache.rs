@@ -12,7 +12,8 @@ use std::fmt::Write as _;
 
 use bytes::{Buf, BytesMut};
 
-use super::{put_decimal, Parsed, Session, MAX_REQUESTS_PER_ROUND};
+use super::output::LEND_AT_LEAST;
+use super::{put_decimal, Output, Parsed, Session, MAX_REQUESTS_PER_ROUND};
 use crate::cache::{StoreError, Worker};
 use crate::item::NEVER;
 use crate::op::{IncrStyle, OpId, Outcome, SetMode};
@@ -411,7 +412,7 @@ impl Session for MemcacheSession {
         Parsed::Budget
     }
 
-    fn reply(&mut self, worker: &mut Worker<'_>, out: &mut BytesMut) {
+    fn reply(&mut self, worker: &mut Worker<'_>, out: &mut Output) {
         for pending in self.pending.drain(..) {
             match pending {
                 Pending::Get { first, count, cas } => {
@@ -419,7 +420,7 @@ impl Session for MemcacheSession {
                         let id = OpId(first.0 + i);
                         if let Some(item) = worker.read(id) {
                             let value = item.value();
-                            out.reserve(value.len() + item.key().len() + 48);
+                            out.reserve(value.len().min(LEND_AT_LEAST) + item.key().len() + 48);
                             out.extend_from_slice(b"VALUE ");
                             out.extend_from_slice(item.key());
                             out.extend_from_slice(b" ");
@@ -431,7 +432,7 @@ impl Session for MemcacheSession {
                                 put_decimal(out, item.cas());
                             }
                             out.extend_from_slice(b"\r\n");
-                            out.extend_from_slice(value);
+                            out.value(&item);
                             out.extend_from_slice(b"\r\n");
                         }
                     }

@@ -13,11 +13,13 @@
 
 pub(crate) mod megakv;
 pub(crate) mod memcache;
+pub(crate) mod output;
 pub(crate) mod resp;
 
 use bytes::BytesMut;
 
 use crate::cache::Worker;
+pub(crate) use output::Output;
 
 /// Most requests one connection parses per round, so one busy pipeline cannot starve the others
 /// or hold a round's memory without bound.
@@ -46,8 +48,9 @@ pub(crate) trait Session {
     /// their bytes (or keeping them internally until they run).
     fn parse(&mut self, input: &mut BytesMut, worker: &mut Worker<'_>) -> Parsed;
 
-    /// Writes the replies of every request queued since the last call.
-    fn reply(&mut self, worker: &mut Worker<'_>, output: &mut BytesMut);
+    /// Writes the replies of every request queued since the last call (large values lent, see
+    /// [`Output`]).
+    fn reply(&mut self, worker: &mut Worker<'_>, output: &mut Output);
 }
 
 /// Which protocol a listener speaks.

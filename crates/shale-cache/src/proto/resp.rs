@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use bytes::{Bytes, BytesMut};
 use shale_proto::resp::{Limits, ReplyWriter, Request, RequestDecoder, Version};
 
-use super::{Parsed, Session, MAX_REQUESTS_PER_ROUND};
+use super::{Output, Parsed, Session, MAX_REQUESTS_PER_ROUND};
 use crate::cache::{StoreError, Worker};
 use crate::item::NEVER;
 use crate::op::{IncrStyle, OpId, Outcome, SetMode};
@@ -496,7 +496,7 @@ impl Session for RespSession {
         }
     }
 
-    fn reply(&mut self, worker: &mut Worker<'_>, out: &mut BytesMut) {
+    fn reply(&mut self, worker: &mut Worker<'_>, out: &mut Output) {
         let mut version = self.version;
         for pending in self.pending.drain(..) {
             if let Pending::Hello(Some(chosen)) = pending {
