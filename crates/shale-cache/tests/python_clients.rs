@@ -10,12 +10,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
 
-use common::{free_port, Memcached, TestServer};
+use common::{spawn_on_free_port, Memcached, TestServer};
 
 /// Runs a session script against `port` and returns its transcript; the test fails if Python or
 /// the client library is missing, or the script fails.
@@ -282,20 +281,21 @@ struct Redis {
 
 impl Redis {
     fn start() -> Redis {
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run redis-server ({e}): install it (.ci/run does)"));
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (child, addr) = spawn_on_free_port(
+            "redis-server",
+            |port| {
+                let mut command = Command::new("redis-server");
+                command
+                    .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+                    .args(["--save", "", "--appendonly", "no"])
+                    .args(["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"])
+                    .stdout(std::process::Stdio::null());
+                command
+            },
+            b"INFO server\r\n",
+            b"\r\n\r\n",
+            |pid| format!("process_id:{pid}\r\n"),
+        );
         Redis { child, addr }
     }
 }

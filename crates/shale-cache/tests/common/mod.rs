@@ -114,25 +114,69 @@ pub struct Memcached {
 impl Memcached {
     /// Starts `memcached -t 2 -m <megabytes>`; panics if memcached is not installed.
     pub fn start(megabytes: usize) -> Memcached {
-        let port = free_port();
-        let mut command = std::process::Command::new("memcached");
-        // SAFETY: geteuid only reads the process's credentials.
-        if unsafe { libc::geteuid() } == 0 {
-            command.args(["-u", "root"]);
-        }
-        let child = command
-            .args(["-l", "127.0.0.1", "-U", "0", "-t", "2"])
-            .args(["-p", &port.to_string(), "-m", &megabytes.to_string()])
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run memcached ({e}): install it (.ci/run does)"));
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "memcached did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (child, addr) = spawn_on_free_port(
+            "memcached",
+            |port| {
+                let mut command = std::process::Command::new("memcached");
+                // SAFETY: geteuid only reads the process's credentials.
+                if unsafe { libc::geteuid() } == 0 {
+                    command.args(["-u", "root"]);
+                }
+                command
+                    .args(["-l", "127.0.0.1", "-U", "0", "-t", "2"])
+                    .args(["-p", &port.to_string(), "-m", &megabytes.to_string()])
+                    .stderr(std::process::Stdio::null());
+                command
+            },
+            b"stats\r\n",
+            b"END\r\n",
+            |pid| format!("STAT pid {pid}\r\n"),
+        );
         Memcached { child, addr }
     }
+}
+
+/// Starts a server process on a free port: `command(port)` is the command line, `ask` a request
+/// whose reply (read until it ends with `until`) holds `proof(pid)` when the process of that pid
+/// answers. A free port is chosen and then released, so another test's listener (on a port the
+/// kernel picked) may take it before the server binds it; the server then exits while the port
+/// answers for someone else. So the one answering must prove it is the process started, or it
+/// starts again on another port. Panics if `what` cannot be run (it is not installed).
+pub fn spawn_on_free_port(
+    what: &str,
+    command: impl Fn(u16) -> std::process::Command,
+    ask: &[u8],
+    until: &[u8],
+    proof: impl Fn(u32) -> String,
+) -> (std::process::Child, SocketAddr) {
+    for _ in 0..20 {
+        let port = free_port();
+        let mut child = command(port)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {what} ({e}): install it (.ci/run does)"));
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let stream = loop {
+            if let Ok(stream) = TcpStream::connect(addr) {
+                break Some(stream);
+            }
+            if child.try_wait().ok().flatten().is_some() {
+                break None;
+            }
+            assert!(Instant::now() < deadline, "{what} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if let Some(mut stream) = stream {
+            stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+            let reply = exchange(&mut stream, ask, until);
+            if String::from_utf8_lossy(&reply).contains(&proof(child.id())) {
+                return (child, addr);
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("{what} did not start on any of 20 ports");
 }
 
 impl Drop for Memcached {
