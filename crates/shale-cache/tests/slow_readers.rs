@@ -1,20 +1,23 @@
-//! A client that reads its replies late: large values are sent straight from slab memory, and
-//! what the socket does not take within the round is copied out before the round ends, so the
-//! reply stays the value the client asked for even when its item is replaced, evicted and its
-//! memory written over before the client reads.
+//! A client that reads its replies late, on each TCP protocol: large values are sent straight
+//! from slab memory, and what the socket does not take within the round is copied out before the
+//! round ends, so the reply stays the value the client asked for even when its item is replaced,
+//! evicted and its memory written over before the client reads.
 
 mod common;
 
 use std::io::{Read, Write};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 
+use bytes::{Bytes, BytesMut};
 use common::{connect, exchange, read_until, TestServer};
+use shale_proto::megakv::{encode_batch, encode_reply, GetReply, Job};
 
 /// Bytes of each value: large enough to be sent from slab memory.
 const VALUE_LEN: usize = 100_000;
 /// Keys the slow client asks for.
 const KEYS: usize = 40;
-/// Times each key is named in the one multi-get: the reply (20 MB) is far more than the
+/// Times each key is named in the one multi-key request: the reply (20 MB) is far more than the
 /// loopback socket buffers hold.
 const REPEATS: usize = 5;
 /// The cache's memory.
@@ -52,15 +55,22 @@ fn set_all(stream: &mut std::net::TcpStream, items: &[(String, Vec<u8>)]) {
     }
 }
 
-#[test]
-fn a_slow_reader_gets_the_values_it_asked_for_after_their_memory_is_reused() {
+/// The keys the slow client asks for, in order: every key, `REPEATS` times.
+fn asked() -> Vec<usize> {
+    (0..REPEATS).flat_map(|_| 0..KEYS).collect()
+}
+
+/// Stores the keys, sends `request` on `port` of the server (a request for the keys of
+/// [`asked`]) from a client with a small receive buffer, reads its first bytes only, replaces
+/// every key and writes ten times the memory after them, then reads the rest: it must be
+/// `want`, the replies of the values as they were when asked for.
+fn slow_reader_keeps_its_values(port: fn(&TestServer) -> SocketAddr, request: &[u8], want: &[u8]) {
     let server = TestServer::start(MEMORY);
     let mut writer = connect(server.memcache);
     let first: Vec<(String, Vec<u8>)> = (0..KEYS).map(|k| (format!("k{k}"), value(k, 0))).collect();
     set_all(&mut writer, &first);
 
-    // The slow client: a small receive buffer, one multi-get, then only its first bytes read.
-    let mut slow = connect(server.memcache);
+    let mut slow = connect(port(&server));
     let small: libc::c_int = 16 * 1024;
     // SAFETY: a valid socket and an int option of the size given.
     let rc = unsafe {
@@ -73,22 +83,14 @@ fn a_slow_reader_gets_the_values_it_asked_for_after_their_memory_is_reused() {
         )
     };
     assert_eq!(rc, 0, "SO_RCVBUF");
-    let mut line = String::from("get");
-    for _ in 0..REPEATS {
-        for (key, _) in &first {
-            line.push(' ');
-            line.push_str(key);
-        }
-    }
-    line.push_str("\r\n");
-    slow.write_all(line.as_bytes()).unwrap();
+    slow.write_all(request).unwrap();
     let mut got = vec![0u8; 4096];
     let n = slow.read(&mut got).unwrap();
     assert!(n > 0, "no reply began");
     got.truncate(n);
 
     // Meanwhile every key gets a new value and ten times the memory is written after it, so the
-    // items the multi-get found are evicted and their memory holds other items.
+    // items the request found are evicted and their memory holds other items.
     let second: Vec<(String, Vec<u8>)> =
         (0..KEYS).map(|k| (format!("k{k}"), value(k, 1))).collect();
     set_all(&mut writer, &second);
@@ -104,27 +106,67 @@ fn a_slow_reader_gets_the_values_it_asked_for_after_their_memory_is_reused() {
         .expect("stats evictions");
     assert!(evictions >= 100, "the cache evicted only {evictions} items");
 
-    // Now the slow client reads everything: the values as they were when it asked.
-    let mut want = Vec::new();
-    for _ in 0..REPEATS {
-        for (key, value) in &first {
-            want.extend_from_slice(format!("VALUE {key} 0 {VALUE_LEN}\r\n").as_bytes());
-            want.extend_from_slice(value);
-            want.extend_from_slice(b"\r\n");
-        }
-    }
-    want.extend_from_slice(b"END\r\n");
+    // Now the slow client reads everything.
+    let tail = &want[want.len() - 16..];
     while got.len() < want.len() {
-        let more = read_until(&mut slow, b"END\r\n");
+        let more = read_until(&mut slow, tail);
         if more.is_empty() {
             break;
         }
         got.extend(more);
     }
     assert_eq!(got.len(), want.len(), "reply length");
-    let differs = got.iter().zip(&want).position(|(a, b)| a != b);
+    let differs = got.iter().zip(want).position(|(a, b)| a != b);
     assert!(
         differs.is_none(),
         "the reply differs from the values asked for at byte {differs:?}"
     );
+}
+
+#[test]
+fn a_slow_memcached_reader_gets_the_values_it_asked_for_after_their_memory_is_reused() {
+    let mut request = String::from("get");
+    let mut want = Vec::new();
+    for k in asked() {
+        request.push_str(&format!(" k{k}"));
+        want.extend_from_slice(format!("VALUE k{k} 0 {VALUE_LEN}\r\n").as_bytes());
+        want.extend_from_slice(&value(k, 0));
+        want.extend_from_slice(b"\r\n");
+    }
+    request.push_str("\r\n");
+    want.extend_from_slice(b"END\r\n");
+    slow_reader_keeps_its_values(|s| s.memcache, request.as_bytes(), &want);
+}
+
+#[test]
+fn a_slow_resp_reader_gets_the_values_it_asked_for_after_their_memory_is_reused() {
+    let keys = asked();
+    let mut request = format!("*{}\r\n$4\r\nMGET\r\n", keys.len() + 1).into_bytes();
+    let mut want = format!("*{}\r\n", keys.len()).into_bytes();
+    for &k in &keys {
+        let key = format!("k{k}");
+        request.extend_from_slice(format!("${}\r\n{key}\r\n", key.len()).as_bytes());
+        want.extend_from_slice(format!("${VALUE_LEN}\r\n").as_bytes());
+        want.extend_from_slice(&value(k, 0));
+        want.extend_from_slice(b"\r\n");
+    }
+    slow_reader_keeps_its_values(|s| s.resp, &request, &want);
+}
+
+#[test]
+fn a_slow_megakv_reader_gets_the_values_it_asked_for_after_their_memory_is_reused() {
+    let keys = asked();
+    let jobs: Vec<Job> = keys
+        .iter()
+        .map(|k| Job::Get {
+            key: Bytes::from(format!("k{k}")),
+        })
+        .collect();
+    let mut request = BytesMut::new();
+    encode_batch(&jobs, &mut request).unwrap();
+    let mut want = BytesMut::new();
+    for &k in &keys {
+        encode_reply(&GetReply::Value(Bytes::from(value(k, 0))), &mut want).unwrap();
+    }
+    slow_reader_keeps_its_values(|s| s.megakv, &request, &want);
 }

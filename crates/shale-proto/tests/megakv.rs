@@ -4,8 +4,8 @@
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use shale_proto::megakv::{
-    decode_batch, decode_reply, encode_batch, encode_reply, parse_batch, parse_reply, Batch,
-    BatchEncoder, GetReply, Job, Limits, MegaKvError,
+    decode_batch, decode_reply, encode_batch, encode_reply, encode_value_reply_header, parse_batch,
+    parse_reply, Batch, BatchEncoder, GetReply, Job, Limits, MegaKvError,
 };
 
 fn arb_job() -> impl Strategy<Value = Job> {
@@ -175,6 +175,18 @@ fn replies_have_the_reference_byte_layout() {
         &out[..],
         &[0x01, 0x00, 0x03, 0x00, 0x00, 0x00, b'a', b'b', b'c', 0x02]
     );
+}
+
+#[test]
+fn a_value_header_followed_by_the_value_is_the_value_reply() {
+    for value in [&b""[..], b"abc", &[7u8; 70_000]] {
+        let mut whole = BytesMut::new();
+        encode_reply(&GetReply::Value(Bytes::copy_from_slice(value)), &mut whole).unwrap();
+        let mut streamed = BytesMut::new();
+        encode_value_reply_header(value.len(), &mut streamed).unwrap();
+        streamed.extend_from_slice(value);
+        assert_eq!(streamed, whole);
+    }
 }
 
 #[test]

@@ -267,6 +267,21 @@ fn streamed_writes_equal_the_encoded_tree() {
 }
 
 #[test]
+fn a_bulk_header_followed_by_the_data_is_the_bulk_reply() {
+    for version in VERSIONS {
+        for data in [&b""[..], b"abc", &[b'\n'; 70_000]] {
+            let mut whole = BytesMut::new();
+            ReplyWriter::new(&mut whole, version).bulk(data);
+            let mut streamed = BytesMut::new();
+            ReplyWriter::new(&mut streamed, version).bulk_header(data.len());
+            streamed.extend_from_slice(data);
+            streamed.extend_from_slice(b"\r\n");
+            assert_eq!(streamed, whole);
+        }
+    }
+}
+
+#[test]
 fn blob_errors_parse_as_errors() {
     let parsed = parse_reply(b"!21\r\nSYNTAX invalid syntax\r\n", &ReplyLimits::default()).unwrap();
     assert_eq!(parsed, Some((Reply::error("SYNTAX invalid syntax"), 28)));

@@ -9,7 +9,7 @@
 
 use bytes::BytesMut;
 use shale_proto::megakv::{
-    decode_batch, encode_reply, encode_value_reply, parse_batch, GetReply, Job, Limits,
+    decode_batch, encode_reply, encode_value_reply_header, parse_batch, GetReply, Job, Limits,
 };
 
 use super::{Output, Parsed, Session, MAX_REQUESTS_PER_ROUND};
@@ -42,14 +42,22 @@ fn queue(job: &Job, worker: &mut Worker<'_>, gets: &mut Vec<OpId>) -> Result<(),
     Ok(())
 }
 
-/// Appends the reply of each GET in `gets`.
-fn reply_gets(gets: &[OpId], worker: &mut Worker<'_>, out: &mut BytesMut) {
+/// Appends the reply of each GET in `gets`, long values lent from slab memory
+/// ([`Output::value`]).
+fn reply_gets(gets: &[OpId], worker: &mut Worker<'_>, out: &mut Output) {
     for &id in gets {
-        // Values are at most an item long, far below the 32-bit length: encoding cannot fail.
-        let _ = match worker.read(id) {
-            Some(item) => encode_value_reply(item.value(), out),
-            None => encode_reply(&GetReply::NotFound, out),
-        };
+        match worker.read(id) {
+            // Values are at most an item long, far below the 32-bit length: the header is
+            // always written.
+            Some(item) => {
+                if encode_value_reply_header(item.value().len(), out).is_ok() {
+                    out.value(&item);
+                }
+            }
+            None => {
+                let _ = encode_reply(&GetReply::NotFound, out);
+            }
+        }
     }
 }
 
@@ -149,7 +157,7 @@ impl UdpRound {
         mut send: impl FnMut(std::net::SocketAddr, &[u8]),
     ) {
         let mut datagram = BytesMut::new();
-        let mut one = BytesMut::new();
+        let mut one = Output::copying();
         for (to, gets) in self.requests.drain(..) {
             datagram.clear();
             for id in gets {

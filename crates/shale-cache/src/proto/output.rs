@@ -26,9 +26,11 @@ const SLICES_PER_WRITE: usize = 128;
 
 /// See the module documentation. Dereferences to its own bytes, to which replies are only ever
 /// appended.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Output {
     bytes: BytesMut,
+    /// Values at least this long are lent ([`LEND_AT_LEAST`], or never for a copying output).
+    lend_at_least: usize,
     // INVARIANT: ordered by `at`, each `at <= bytes.len()`, none empty; empty outside a round's
     // reply-and-send window (see the module's lifetime contract).
     lent: Vec<Lent>,
@@ -53,7 +55,27 @@ impl Lent {
     }
 }
 
+impl Default for Output {
+    fn default() -> Output {
+        Output {
+            bytes: BytesMut::new(),
+            lend_at_least: LEND_AT_LEAST,
+            lent: Vec::new(),
+            lent_len: 0,
+        }
+    }
+}
+
 impl Output {
+    /// An output that copies every value, for replies that are not sent by [`Output::write_to`]
+    /// (datagrams).
+    pub(crate) fn copying() -> Output {
+        Output {
+            lend_at_least: usize::MAX,
+            ..Output::default()
+        }
+    }
+
     /// Bytes not sent yet.
     pub(crate) fn len(&self) -> usize {
         self.bytes.len() + self.lent_len
@@ -74,7 +96,7 @@ impl Output {
     /// Appends `item`'s value: lent if it is long ([`LEND_AT_LEAST`]), else copied.
     pub(crate) fn value(&mut self, item: &ItemRef<'_>) {
         let value = item.value();
-        if value.len() < LEND_AT_LEAST {
+        if value.len() < self.lend_at_least {
             self.bytes.extend_from_slice(value);
             return;
         }

@@ -14,7 +14,7 @@ use shale_proto::resp::{Limits, ReplyWriter, Request, RequestDecoder, Version};
 
 use super::{Output, Parsed, Session, MAX_REQUESTS_PER_ROUND};
 use crate::cache::{StoreError, Worker};
-use crate::item::NEVER;
+use crate::item::{ItemRef, NEVER};
 use crate::op::{IncrStyle, OpId, Outcome, SetMode};
 use crate::stats::Stats;
 
@@ -379,6 +379,18 @@ impl RespSession {
     }
 }
 
+/// A bulk reply of `item`'s value (the null reply if there is none), the value lent from slab
+/// memory when it is long ([`Output::value`]).
+fn bulk_value(out: &mut Output, version: Version, item: Option<ItemRef<'_>>) {
+    let Some(item) = item else {
+        ReplyWriter::new(out, version).null();
+        return;
+    };
+    ReplyWriter::new(out, version).bulk_header(item.value().len());
+    out.value(&item);
+    out.extend_from_slice(b"\r\n");
+}
+
 /// `HELLO [protover [AUTH username password] [SETNAME clientname]]`, answered as Redis answers
 /// it. The cache has no passwords: like Redis's default user without one, `AUTH default <any>`
 /// is accepted and any other user refused.
@@ -504,10 +516,7 @@ impl Session for RespSession {
             }
             let mut w = ReplyWriter::new(out, version);
             match pending {
-                Pending::Get(id) => match worker.read(id) {
-                    Some(item) => w.bulk(item.value()),
-                    None => w.null(),
-                },
+                Pending::Get(id) => bulk_value(out, version, worker.read(id)),
                 Pending::Set(id) => match worker.outcome(id) {
                     Outcome::Stored => w.ok(),
                     Outcome::NotStored => w.null(),
@@ -533,10 +542,7 @@ impl Session for RespSession {
                 Pending::MGet { first, count } => {
                     w.array(count as usize);
                     for i in 0..count {
-                        match worker.read(OpId(first.0 + i)) {
-                            Some(item) => w.bulk(item.value()),
-                            None => w.null(),
-                        }
+                        bulk_value(out, version, worker.read(OpId(first.0 + i)));
                     }
                 }
                 Pending::MSet { first, count } => {

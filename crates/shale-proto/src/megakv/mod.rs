@@ -26,4 +26,7 @@ pub use format::{END_MARK, JOB_GET, JOB_SET, REPLY_NOT_FOUND, REPLY_VALUE, REQUE
 pub use limits::{
     Limits, DEFAULT_MAX_BATCH_LEN, DEFAULT_MAX_JOBS, DEFAULT_MAX_KEY_LEN, DEFAULT_MAX_VALUE_LEN,
 };
-pub use reply::{decode_reply, encode_reply, encode_value_reply, parse_reply, GetReply};
+pub use reply::{
+    decode_reply, encode_reply, encode_value_reply, encode_value_reply_header, parse_reply,
+    GetReply,
+};

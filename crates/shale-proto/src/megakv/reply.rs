@@ -34,14 +34,25 @@ pub fn encode_reply(reply: &GetReply, out: &mut BytesMut) -> Result<(), MegaKvEr
 /// # Errors
 /// [`MegaKvError::ValueTooLong`] if the value does not fit the 32-bit length; nothing is written.
 pub fn encode_value_reply(value: &[u8], out: &mut BytesMut) -> Result<(), MegaKvError> {
-    let len = u32::try_from(value.len()).map_err(|_| MegaKvError::ValueTooLong {
-        len: value.len(),
+    out.reserve(VALUE_REPLY_HEADER_LEN.saturating_add(value.len()));
+    encode_value_reply_header(value.len(), out)?;
+    out.put_slice(value);
+    Ok(())
+}
+
+/// Appends the header of the reply carrying a value of `len` bytes, for a server that sends the
+/// value itself (straight from its memory): exactly `len` bytes must follow in the stream.
+///
+/// # Errors
+/// [`MegaKvError::ValueTooLong`] if `len` does not fit the 32-bit length; nothing is written.
+pub fn encode_value_reply_header(len: usize, out: &mut BytesMut) -> Result<(), MegaKvError> {
+    let len32 = u32::try_from(len).map_err(|_| MegaKvError::ValueTooLong {
+        len,
         max: u32::MAX as usize,
     })?;
-    out.reserve(VALUE_REPLY_HEADER_LEN.saturating_add(value.len()));
+    out.reserve(VALUE_REPLY_HEADER_LEN);
     out.put_u16_le(REPLY_VALUE);
-    out.put_u32_le(len);
-    out.put_slice(value);
+    out.put_u32_le(len32);
     Ok(())
 }
 

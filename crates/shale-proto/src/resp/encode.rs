@@ -8,7 +8,8 @@
 //! # Invariant
 //! Whatever the arguments, the bytes written are well-formed RESP: text that goes on a line
 //! (simple strings, errors, big numbers) has `\r` and `\n` replaced by spaces, as Redis does for
-//! error messages, so no argument can break the framing of the stream.
+//! error messages, so no argument can break the framing of the stream. The one exception is
+//! [`ReplyWriter::bulk_header`], whose data the caller sends itself.
 
 use std::fmt::{self, Write as _};
 
@@ -83,6 +84,12 @@ impl<'a> ReplyWriter<'a> {
         self.header(BULK_STRING, data.len() as u128);
         self.out.put_slice(data);
         self.out.put_slice(CRLF);
+    }
+
+    /// `$<len>\r\n` alone, for a server that sends the data itself (straight from its memory):
+    /// exactly `len` bytes and then `\r\n` must follow in the stream, or its framing is lost.
+    pub fn bulk_header(&mut self, len: usize) {
+        self.header(BULK_STRING, len as u128);
     }
 
     /// The null reply: RESP2 `$-1\r\n`, RESP3 `_\r\n`.
