@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub enum Command {
     /// The bytes of one engine `WriteBatch` ([`shale::WriteBatch::data`]): the batches of many
     /// clients merged by the leader's group commit.
-    Write(Vec<u8>),
+    Write(#[serde(with = "crate::byte_string")] Vec<u8>),
     /// Seal the active memtable at this entry.
     SwitchMemtable,
     /// Install the output files of a job the leader ran (see `rubble`).
@@ -39,6 +39,7 @@ pub struct EditCommand {
     /// The log index whose writes the files hold after the edit, for a flush.
     pub flushed_upto: Option<u64>,
     /// The engine's version edit (MANIFEST encoding).
+    #[serde(with = "crate::byte_string")]
     pub edit: Vec<u8>,
     /// Every node's flushed position was past this index when the leader proposed the edit:
     /// files retired by edits up to it are dropped (`shale::Db::drop_retired`).

@@ -8,6 +8,7 @@
 //!
 //! Layout, one concept per module:
 //! - `command`: what the log carries (`Write`, `SwitchMemtable`, `InstallEdit`).
+//! - `byte_string`: byte vectors in serde as one string, not byte by byte.
 //! - `raft`: the only module that names openraft's types (the type configuration, the network
 //!   adapter, the [`Consensus`](raft) trait the rest of the crate uses).
 //! - `log`: the Raft log on disk (`format` holds its bytes).
@@ -15,8 +16,10 @@
 //! - `snapshot`: snapshot directories, their description, file-by-file transfer.
 //! - `network`: messages, the `Transport` trait, the TCP and in-process transports.
 //! - `replica`: a node: group commit, memtable switches, snapshots, read barriers, membership.
-//! - `rubble`: rubble mode: the leader's flush and compaction lanes, shipping and fetching files.
+//! - `rubble`: rubble mode: the leader's flush, compaction and GC lanes, shipping and fetching
+//!   files.
 
+mod byte_string;
 mod command;
 mod error;
 pub mod lincheck;

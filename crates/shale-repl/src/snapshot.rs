@@ -252,7 +252,7 @@ pub enum Piece {
     /// The next file begins.
     File(FileInfo),
     /// Bytes of the current file.
-    Chunk(Vec<u8>),
+    Chunk(#[serde(with = "crate::byte_string")] Vec<u8>),
     /// The current file is complete; its CRC32C.
     FileEnd(u32),
 }
