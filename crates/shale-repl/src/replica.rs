@@ -586,6 +586,7 @@ impl Replica {
             edits_stale: stale,
             fallback_flushes: fallback,
             job_terms: c.job_terms.load(Ordering::Relaxed),
+            jobs_running: c.jobs_running.load(Ordering::Acquire),
             stall_micros: c.stall_micros.load(Ordering::Relaxed),
             install_lag: c
                 .behind

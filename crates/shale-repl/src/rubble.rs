@@ -135,6 +135,9 @@ pub struct RubbleStatus {
     /// Terms in which this node led and wrote job outputs: its flushes and compactions all
     /// happened in them (0 on a node that never led a job).
     pub job_terms: u64,
+    /// Jobs this node's lanes are preparing, shipping or proposing now (a deposed leader's job
+    /// runs on until it is given up; its outputs are not orphans before then).
+    pub jobs_running: u64,
     /// Microseconds writes waited for installs (the gradual stall).
     pub stall_micros: u64,
     /// On the leader: per node, the jobs whose files it does not hold yet.
@@ -163,6 +166,8 @@ pub(crate) struct RubbleCounters {
     pub stall_micros: AtomicU64,
     /// See [`RubbleStatus::job_terms`].
     pub job_terms: AtomicU64,
+    /// See [`RubbleStatus::jobs_running`].
+    pub jobs_running: AtomicU64,
     /// Per node: (jobs, bytes) shipped and not acknowledged.
     pub behind: Mutex<BTreeMap<NodeId, (u64, u64)>>,
     /// Per node: its flushed log index, as its last acknowledgement said.
@@ -258,8 +263,25 @@ pub(crate) async fn lane_loop(leader: Arc<Leader>, lane: Lane) {
     }
 }
 
+/// Counts a job in [`RubbleCounters::jobs_running`] while it lives.
+struct Running<'a>(&'a AtomicU64);
+
+impl<'a> Running<'a> {
+    fn new(count: &'a AtomicU64) -> Running<'a> {
+        count.fetch_add(1, Ordering::AcqRel);
+        Running(count)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Prepares, ships and proposes one job; `Ok(false)` when there was none.
 async fn run_job(leader: &Arc<Leader>, lane: Lane, term: u64) -> Result<bool, String> {
+    let _running = Running::new(&leader.counters.jobs_running);
     let prepared = {
         let leader = leader.clone();
         tokio::task::spawn_blocking(move || {

@@ -536,6 +536,7 @@ pub fn info_lines(replica: &Replica) -> Vec<(String, String)> {
             ("edits_stale", r.edits_stale),
             ("fallback_flushes", r.fallback_flushes),
             ("job_terms", r.job_terms),
+            ("jobs_running", r.jobs_running),
             ("stall_micros", r.stall_micros),
         ] {
             lines.push((format!("rubble_{name}"), value.to_string()));
