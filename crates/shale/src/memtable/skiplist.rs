@@ -87,6 +87,10 @@ pub(crate) struct Node {
 /// nodes (see [`SkipListMemtable::link_sorted`]).
 const PREFETCH_AHEAD: usize = 8;
 
+/// The largest batch [`SkipListMemtable::link_sorted`] searches for all at once (a membuffer
+/// bucket drained by a writer holds eight); larger batches take the splice path.
+const SCATTERED_BATCH: usize = 16;
+
 /// The low bit of a chain version's level-0 slot, set over its group head's pointer (nodes are
 /// 8-byte aligned, so a `next` pointer never has it).
 const CHAINED: usize = 1;
@@ -287,6 +291,82 @@ unsafe fn chain_into(group: *mut Node, node: *mut Node) {
         // Release: the node is complete before a reader can reach it.
         (*link).store(node, AtomicOrdering::Release);
     }
+}
+
+/// Whether a new node of `target` belongs in the chain of `group`, the list node that follows
+/// its place in the list: when `group` holds an older version of its key, unless the node would
+/// be the newest of a full chain (it then heads a group of its own).
+///
+/// # Safety
+/// `group` is null or a published list node.
+unsafe fn joins_following(group: *mut Node, target: &Target<'_>) -> bool {
+    // SAFETY: caller's contract; chain versions are published nodes.
+    unsafe {
+        if group.is_null() || Node::user_key(group) != target.user_key {
+            return false;
+        }
+        let newest = group_first(group);
+        let full = newest != group && (*newest).depth >= MAX_CHAIN;
+        !(full && target.trailer > key::trailer(node_key(newest)))
+    }
+}
+
+/// A search's predecessor (`prev`) and successor (`succ`) of its target at every level; levels
+/// at or above the list's height when it was found hold the head and null.
+#[derive(Clone, Copy)]
+struct Splice {
+    prev: [*mut Node; MAX_HEIGHT],
+    succ: [*mut Node; MAX_HEIGHT],
+}
+
+impl Splice {
+    /// A splice not yet searched for: the head and null at every level.
+    fn new(head: *mut Node) -> Splice {
+        Splice {
+            prev: [head; MAX_HEIGHT],
+            succ: [ptr::null_mut(); MAX_HEIGHT],
+        }
+    }
+
+    /// Brings levels `0..levels` of a splice found for `target` up to date with the nodes linked
+    /// since the search (by the caller, who holds the insert lock): where a level's predecessor
+    /// is no longer followed by the successor the search saw, something was linked between them,
+    /// and the level walks on from the predecessor to the target.
+    ///
+    /// # Safety
+    /// The splice was found for `target` in this list, which has changed since only by links of
+    /// nodes that sort before `target`, made by the caller under the insert lock it still holds.
+    unsafe fn catch_up(&mut self, target: Target<'_>, levels: usize) {
+        for l in 0..levels {
+            let mut x = self.prev[l];
+            // SAFETY: `x` is the head or a node the search reached at level `l`, so at least
+            // `l + 1` high; every node it reaches here is too.
+            let mut n = unsafe { next(x, l) };
+            if n != self.succ[l] {
+                // SAFETY: `n` came from an Acquire load: an initialized entry node.
+                while !n.is_null() && unsafe { target.compare_node(n) } == Ordering::Less {
+                    x = n;
+                    // SAFETY: as above.
+                    n = unsafe { next(x, l) };
+                }
+            }
+            self.prev[l] = x;
+            self.succ[l] = n;
+        }
+    }
+}
+
+/// Starts loading what a search step compares and then follows of `node`, reached at `level`:
+/// its key (and header) and its `next` slot at that level. Null is ignored.
+#[inline]
+fn prefetch_search(node: *mut Node, level: usize) {
+    if node.is_null() {
+        return;
+    }
+    let bytes = node as *const u8;
+    prefetch(bytes.wrapping_sub(level * SLOT));
+    prefetch(bytes);
+    prefetch(bytes.wrapping_add(64));
 }
 
 /// The group head `node` hangs from when it is a chain version; `None` for a list node.
@@ -677,10 +757,12 @@ impl SkipListMemtable {
 
     /// Links a batch of built nodes into the list under one acquisition of the insert lock.
     ///
-    /// Each search reuses the previous node's splice (its predecessor and successor at every
-    /// level): it climbs only to the lowest level whose splice still brackets the new key and
-    /// searches down from there, so a batch of key-order neighbours costs a few comparisons per
-    /// node instead of a search from the head (RocksDB's splice insert).
+    /// A batch of at most [`SCATTERED_BATCH`] nodes (a membuffer bucket's, drained by a writer)
+    /// searches for all its nodes at once, a step of each in turn ([`Self::find_splices`]): a
+    /// bucket that one hot key prefix fills (the fields of one large hash) holds keys far apart in
+    /// the list, and each search is a chain of a dozen cache misses, which then overlap instead
+    /// of following each other. A larger batch (a drain of many buckets, whose keys are
+    /// neighbours) reuses the previous node's splice instead (see [`Self::link_spliced`]).
     ///
     /// # Safety
     /// Every node was built by this memtable's [`Self::build`] and never linked, the batch is
@@ -690,8 +772,219 @@ impl SkipListMemtable {
         if nodes.is_empty() {
             return;
         }
+        let mut guard = self.writer.lock();
+        let writer = &mut *guard;
+        let hashes: Vec<u64> = nodes
+            .iter()
+            // SAFETY: every node is a complete built node of ours (caller's contract).
+            .map(|n| point_index::hash(unsafe { Node::user_key(n.as_ptr()) }))
+            .collect();
+        // SAFETY: caller's contract; we hold the insert lock (`writer`).
+        unsafe {
+            if nodes.len() <= SCATTERED_BATCH {
+                self.link_scattered(writer, nodes, &hashes);
+            } else {
+                self.link_spliced(writer, nodes, &hashes);
+            }
+        }
+        self.bytes.store(
+            writer.arena.used() + writer.index.bytes(),
+            AtomicOrdering::Relaxed,
+        );
+        self.len.fetch_add(nodes.len(), AtomicOrdering::Relaxed);
+    }
+
+    /// [`Self::link_sorted`] for a small batch: the nodes that the point index does not hang in
+    /// a chain are searched for together, then linked one by one, each splice first caught up
+    /// with the nodes linked since its search.
+    ///
+    /// # Safety
+    /// As for [`Self::link_sorted`], with at most [`SCATTERED_BATCH`] nodes; `writer` is the
+    /// insert lock's state and `hashes[i]` the [`point_index::hash`] of node `i`'s user key.
+    unsafe fn link_scattered(&self, writer: &mut Writer, nodes: &[Unlinked], hashes: &[u64]) {
+        debug_assert!(nodes.len() <= SCATTERED_BATCH);
+        for &h in hashes {
+            self.index.prefetch_slot(h);
+        }
+        for &h in hashes {
+            self.index.prefetch_node(h);
+        }
         let head = self.head.as_ptr();
-        let mut writer = self.writer.lock();
+        // SAFETY: every node is a complete built node of ours (caller's contract).
+        let targets: Vec<Target<'_>> = nodes
+            .iter()
+            .map(|n| Target::new(unsafe { node_key(n.as_ptr()) }))
+            .collect();
+        // The nodes to search for: those that do not join the chain of their key's newest
+        // version (a guess: a node before them in the batch may change it; checked again below).
+        let mut searched = [0usize; SCATTERED_BATCH];
+        let mut searched_targets = Vec::with_capacity(nodes.len());
+        for (i, t) in targets.iter().enumerate() {
+            // SAFETY: we hold the insert lock.
+            if unsafe { self.newest_group(t, hashes[i]) }.is_none() {
+                searched[searched_targets.len()] = i;
+                searched_targets.push(*t);
+            }
+        }
+        let mut splices = [Splice::new(head); SCATTERED_BATCH];
+        let planned = searched_targets.len();
+        self.find_splices(&searched_targets, &mut splices[..planned]);
+        let mut next_plan = 0;
+        for (i, unlinked) in nodes.iter().enumerate() {
+            let node = unlinked.as_ptr();
+            let (target, h) = (targets[i], hashes[i]);
+            let plan = (next_plan < planned && searched[next_plan] == i).then(|| {
+                next_plan += 1;
+                next_plan - 1
+            });
+            // SAFETY: caller's contract: a complete node of ours, not yet linked, so its level-0
+            // slot still holds its height.
+            let height = unsafe { (*slot(node, 0)).load(AtomicOrdering::Relaxed).addr() };
+            // SAFETY: we hold the insert lock; the group invariant holds: the newest version's
+            // group is the key's first, and the node is newer than every version in it.
+            if let Some(group) = unsafe { self.newest_group(&target, h) } {
+                // SAFETY: as above; the node is complete and private to us.
+                unsafe {
+                    chain_into(group, node);
+                    self.index.insert(&mut writer.index, h, node);
+                }
+                continue;
+            }
+            let splice = match plan {
+                Some(p) => &mut splices[p],
+                None => {
+                    // A guess that failed: search for this one alone, in the last splice (no
+                    // plan uses it: this node has none, so fewer than all were planned).
+                    debug_assert!(planned < SCATTERED_BATCH);
+                    let lone = &mut splices[SCATTERED_BATCH - 1];
+                    *lone = Splice::new(head);
+                    self.find_splices(std::slice::from_ref(&target), std::slice::from_mut(lone));
+                    lone
+                }
+            };
+            // SAFETY: found for `target` in this list, since changed only by our links of the
+            // batch's earlier nodes, which sort before it; we still hold the insert lock.
+            unsafe { splice.catch_up(target, height.max(1)) };
+            let succ0 = splice.succ[0];
+            debug_assert!(
+                // SAFETY: `succ0` is null or an initialized entry node (an Acquire load by this
+                // thread, which holds the insert lock; nodes live as long as the arena).
+                succ0.is_null() || unsafe { target.compare_node(succ0) } != Ordering::Equal,
+                "memtable entry inserted twice"
+            );
+            // SAFETY: `succ[0]` is null or a published list node; we hold the insert lock; the
+            // node sorts after `prev[0]`, so after every list node before `succ[0]`.
+            unsafe {
+                if joins_following(splice.succ[0], &target) {
+                    chain_into(splice.succ[0], node);
+                    self.index.insert(&mut writer.index, h, node);
+                    continue;
+                }
+                // SAFETY: every `prev[l]` for `l < height` is the head or a published node of
+                // height > l, the last one before the node at that level (just caught up).
+                self.link_tower(&splice.prev, node, height);
+                self.index.insert(&mut writer.index, h, node);
+            }
+            if height > self.max_height.load(AtomicOrdering::Relaxed) {
+                self.max_height.store(height, AtomicOrdering::Relaxed);
+            }
+        }
+    }
+
+    /// Searches for the splice of each of `targets` (the last node before it at every level
+    /// below the list's height, and that node's successor) into `splices`, each given as
+    /// [`Splice::new`]. A step of each search in turn: where a step moves to a node, it starts
+    /// loading that node and goes on with the next search, so the searches' cache misses overlap.
+    fn find_splices(&self, targets: &[Target<'_>], splices: &mut [Splice]) {
+        debug_assert!(targets.len() <= SCATTERED_BATCH && targets.len() == splices.len());
+        let head = self.head.as_ptr();
+        let top = self.max_height.load(AtomicOrdering::Relaxed) - 1;
+        // Each search's node, level, and the node after it there (loading); `done` once level 0
+        // is recorded.
+        let mut at = [(head, top, ptr::null_mut::<Node>()); SCATTERED_BATCH];
+        let mut done = [false; SCATTERED_BATCH];
+        for s in at.iter_mut().take(targets.len()) {
+            // SAFETY: the head is as high as any level.
+            s.2 = unsafe { next(head, top) };
+            prefetch_search(s.2, top);
+        }
+        let mut left = targets.len();
+        while left > 0 {
+            for (s, target) in targets.iter().enumerate() {
+                if done[s] {
+                    continue;
+                }
+                let (x, level, n) = at[s];
+                let splice = &mut splices[s];
+                // The node the level above stopped at: known not to be before the target.
+                let stop = splice
+                    .succ
+                    .get(level + 1)
+                    .copied()
+                    .unwrap_or(ptr::null_mut());
+                let before = !n.is_null()
+                    && n != stop
+                    // SAFETY: `n` came from an Acquire load: an initialized entry node, alive as
+                    // long as `self`.
+                    && unsafe { target.compare_node(n) } == Ordering::Less;
+                if before {
+                    // SAFETY: `n` was reached at `level`, so it is at least `level + 1` high.
+                    let after = unsafe { next(n, level) };
+                    prefetch_search(after, level);
+                    at[s] = (n, level, after);
+                    continue;
+                }
+                splice.prev[level] = x;
+                splice.succ[level] = n;
+                if level == 0 {
+                    done[s] = true;
+                    left -= 1;
+                    continue;
+                }
+                // SAFETY: `x` is the head or a node reached at `level`, so higher than `level - 1`.
+                let after = unsafe { next(x, level - 1) };
+                prefetch_search(after, level - 1);
+                at[s] = (x, level - 1, after);
+            }
+        }
+    }
+
+    /// The group whose chain a node of `target` joins as the newest version of its key, found
+    /// through the point index without a search: that of the key's newest version, when the node
+    /// is newer than it and the chain has room. `None`: the node needs a search.
+    ///
+    /// # Safety
+    /// The caller holds the insert lock.
+    unsafe fn newest_group(&self, target: &Target<'_>, h: u64) -> Option<*mut Node> {
+        // SAFETY: the index holds published nodes of this memtable, alive as long as `self`.
+        let Lookup::Newest(newest) = (unsafe { self.index.lookup::<Node>(target.user_key, h) })
+        else {
+            return None;
+        };
+        // SAFETY: as above.
+        unsafe {
+            if target.trailer <= key::trailer(node_key(newest)) {
+                return None;
+            }
+            let (group, depth) = match chained_to(newest) {
+                Some(group) => (group, (*newest).depth),
+                None => (newest, 0),
+            };
+            (depth < MAX_CHAIN).then_some(group)
+        }
+    }
+
+    /// Links a sorted batch (see [`Self::link_sorted`]) reusing the previous node's splice (its
+    /// predecessor and successor at every level): each search climbs only to the lowest level
+    /// whose splice still brackets the new key and searches down from there, so a batch of
+    /// key-order neighbours costs a few comparisons per node instead of a search from the head
+    /// (RocksDB's splice insert).
+    ///
+    /// # Safety
+    /// As for [`Self::link_sorted`]; `writer` is the insert lock's state and `hashes[i]` the
+    /// [`point_index::hash`] of node `i`'s user key.
+    unsafe fn link_spliced(&self, writer: &mut Writer, nodes: &[Unlinked], hashes: &[u64]) {
+        let head = self.head.as_ptr();
         // Only this thread changes `max_height` while it holds the lock.
         let mut max_height = self.max_height.load(AtomicOrdering::Relaxed);
         // The splice. INVARIANT: at every level `i`, `prev[i]` is the head or a node of height
@@ -705,11 +998,6 @@ impl SkipListMemtable {
         // The index probes of a batch of scattered keys are independent cache misses: prefetch
         // each entry's slot `2 * PREFETCH_AHEAD` entries ahead and its node `PREFETCH_AHEAD`
         // ahead, so they overlap instead of running one after another.
-        let hashes: Vec<u64> = nodes
-            .iter()
-            // SAFETY: every node is a complete built node of ours (caller's contract).
-            .map(|n| point_index::hash(unsafe { Node::user_key(n.as_ptr()) }))
-            .collect();
         for &h in hashes.iter().take(2 * PREFETCH_AHEAD) {
             self.index.prefetch_slot(h);
         }
@@ -741,30 +1029,20 @@ impl SkipListMemtable {
                 },
                 "link_sorted batch not strictly sorted"
             );
-            let user_key = &ikey[..ikey.len() - TRAILER_LEN];
-            let trailer = key::trailer(ikey);
             let h = hashes[i];
+            let target = Target::new(ikey);
             // A version newer than every version the list holds of its key joins the chain of
             // the newest one's group: one index probe, no search, and the list does not grow.
-            // SAFETY: the index holds published nodes of this memtable; we hold the insert lock,
-            // and the group invariant holds: the newest version's group is the key's first.
-            if let Lookup::Newest(newest) = unsafe { self.index.lookup::<Node>(user_key, h) } {
-                // SAFETY: as above.
+            // SAFETY: we hold the insert lock, and the group invariant holds: the newest
+            // version's group is the key's first.
+            if let Some(group) = unsafe { self.newest_group(&target, h) } {
+                // SAFETY: as above; the node is complete and private to us.
                 unsafe {
-                    if trailer > key::trailer(node_key(newest)) {
-                        let (group, depth) = match chained_to(newest) {
-                            Some(group) => (group, (*newest).depth),
-                            None => (newest, 0),
-                        };
-                        if depth < MAX_CHAIN {
-                            chain_into(group, node);
-                            self.index.insert(&mut writer.index, h, node);
-                            continue;
-                        }
-                    }
+                    chain_into(group, node);
+                    self.index.insert(&mut writer.index, h, node);
                 }
+                continue;
             }
-            let target = Target::new(ikey);
             // The lowest valid level whose splice brackets the target: everything from there up
             // stays valid (prev sorts before the target, next does not).
             let mut level = valid;
@@ -804,28 +1082,15 @@ impl SkipListMemtable {
                 succ[0].is_null() || unsafe { target.compare_node(succ[0]) } != Ordering::Equal,
                 "memtable entry inserted twice"
             );
-            // An older version of the key follows: the node belongs in that group's chain, unless
-            // it would be the newest of a full chain (it then heads a group of its own).
-            let group = succ[0];
-            // SAFETY: `group` is null or a published list node; we hold the insert lock, and the
-            // group invariant holds for the node (every list node before `group` sorts before it).
-            let chained = unsafe {
-                if !group.is_null() && Node::user_key(group) == user_key {
-                    let newest = group_first(group);
-                    let full = newest != group && (*newest).depth >= MAX_CHAIN;
-                    if full && trailer > key::trailer(node_key(newest)) {
-                        false
-                    } else {
-                        chain_into(group, node);
-                        self.index.insert(&mut writer.index, h, node);
-                        true
-                    }
-                } else {
-                    false
+            // An older version of the key follows: the node belongs in that group's chain.
+            // SAFETY: `succ[0]` is null or a published list node; we hold the insert lock, and
+            // the group invariant holds for the node (every list node before it sorts before it).
+            unsafe {
+                if joins_following(succ[0], &target) {
+                    chain_into(succ[0], node);
+                    self.index.insert(&mut writer.index, h, node);
+                    continue;
                 }
-            };
-            if chained {
-                continue;
             }
             // SAFETY: the node's tower has `height` slots, which only this thread writes (it is in
             // no list yet, and we hold the lock); every `prev[l]` for `l < height` is the head or a
@@ -850,11 +1115,6 @@ impl SkipListMemtable {
                 self.max_height.store(height, AtomicOrdering::Relaxed);
             }
         }
-        self.bytes.store(
-            writer.arena.used() + writer.index.bytes(),
-            AtomicOrdering::Relaxed,
-        );
-        self.len.fetch_add(nodes.len(), AtomicOrdering::Relaxed);
     }
 
     /// Builds and links a sorted batch of `(internal key, value)` entries (see [`Self::build`]
@@ -887,6 +1147,45 @@ impl SkipListMemtable {
             x = unsafe { next(x, 0) };
         }
         n
+    }
+
+    /// Checks the list's shape: at every level the nodes are strictly ascending by internal key,
+    /// and each level above 0 is a sublist of the one below. Panics where it is not.
+    #[cfg(test)]
+    pub(crate) fn check_levels(&self) {
+        let head = self.head.as_ptr();
+        let mut below: Vec<*mut Node> = Vec::new();
+        for level in 0..MAX_HEIGHT {
+            let mut nodes = Vec::new();
+            // SAFETY: the head is as high as any level; every node reached at a level is
+            // published and higher than it.
+            let mut x = unsafe { next(head, level) };
+            while !x.is_null() {
+                nodes.push(x);
+                // SAFETY: as above.
+                x = unsafe { next(x, level) };
+            }
+            for pair in nodes.windows(2) {
+                // SAFETY: published entry nodes living as long as `self`.
+                let (a, b) = unsafe { (node_key(pair[0]), node_key(pair[1])) };
+                assert_eq!(
+                    key::compare_internal(a, b),
+                    Ordering::Less,
+                    "level {level} out of order"
+                );
+            }
+            if level > 0 {
+                let mut rest = below.iter();
+                for n in &nodes {
+                    assert!(
+                        rest.any(|b| b == n),
+                        "level {level} is not a sublist of level {}",
+                        level - 1
+                    );
+                }
+            }
+            below = nodes;
+        }
     }
 
     /// Bytes of the point index's tables, current and retired (part of

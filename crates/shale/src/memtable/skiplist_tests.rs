@@ -493,6 +493,93 @@ fn insert_sorted_matches_single_inserts() {
     }
 }
 
+/// Small batches of keys scattered over a large list (a membuffer bucket of one hot collection,
+/// searched for all at once), with several versions of a key in one batch, versions of keys the
+/// list holds, and keys next to each other in the same gap, leave the list that single inserts
+/// leave, with every level sorted and each a sublist of the one below.
+#[test]
+fn scattered_batches_match_single_inserts_and_keep_every_level_sorted() {
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next_rand = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let single = Arc::new(SkipListMemtable::new());
+    let batched = Arc::new(SkipListMemtable::new());
+    let key_of = |k: u64| format!("h{:08}", k).into_bytes();
+    let mut seq = 0;
+    // A tall list first, through large sorted batches (the splice path).
+    let base = if cfg!(miri) { 200 } else { 20_000 };
+    let mut batch: Vec<(Vec<u8>, Vec<u8>)> = (0..base)
+        .map(|k| {
+            seq += 1;
+            (
+                key::internal_key(&key_of(k * 10), seq, ValueKind::Value),
+                Vec::new(),
+            )
+        })
+        .collect();
+    batch.sort_by(|a, b| compare_internal(&a.0, &b.0));
+    for chunk in batch.chunks(1000) {
+        for (ikey, value) in chunk {
+            let parsed = key::parse_internal_key(ikey).unwrap();
+            single.insert(parsed.user_key, parsed.seq, parsed.kind, value);
+        }
+        let refs: Vec<(&[u8], &[u8])> = chunk.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+        batched.insert_sorted(&refs);
+    }
+    for _ in 0..if cfg!(miri) { 20 } else { 2_000 } {
+        let n = 1 + (next_rand() % 16) as usize;
+        let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(n);
+        for _ in 0..n {
+            seq += 1;
+            let k = match next_rand() % 4 {
+                // A key the list holds (a newer version), or one beside it in its gap.
+                0 => (next_rand() % base) * 10,
+                1 => (next_rand() % base) * 10 + 1 + next_rand() % 3,
+                // The key of the batch's previous entry again (an older version may come
+                // after a newer one in sequence order).
+                2 if !batch.is_empty() => {
+                    let last: &Vec<u8> = &batch[batch.len() - 1].0;
+                    let user = key::user_key(last);
+                    std::str::from_utf8(&user[1..]).unwrap().parse().unwrap()
+                }
+                _ => next_rand() % (base * 10),
+            };
+            let kind = if seq % 7 == 0 {
+                ValueKind::Deletion
+            } else {
+                ValueKind::Value
+            };
+            batch.push((
+                key::internal_key(&key_of(k), seq, kind),
+                seq.to_le_bytes().to_vec(),
+            ));
+        }
+        batch.sort_by(|a, b| compare_internal(&a.0, &b.0));
+        for (ikey, value) in &batch {
+            let parsed = key::parse_internal_key(ikey).unwrap();
+            single.insert(parsed.user_key, parsed.seq, parsed.kind, value);
+        }
+        let refs: Vec<(&[u8], &[u8])> = batch.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+        batched.insert_sorted(&refs);
+    }
+    batched.check_levels();
+    single.check_levels();
+    assert_eq!(single.len(), batched.len());
+    let want = collect_forward(&mut *single.clone().iter());
+    let got = collect_forward(&mut *batched.clone().iter());
+    assert_eq!(got, want);
+    for probe in 0..if cfg!(miri) { 50 } else { 3_000 } {
+        let k = key_of(probe * 7 % (base * 10));
+        for snapshot in [seq / 3, MAX_SEQNO] {
+            assert_eq!(single.get(&k, snapshot), batched.get(&k, snapshot));
+        }
+    }
+}
+
 /// The point index answers like a search: across its growth, for keys with several versions
 /// inserted out of sequence order (as FloDB drains do), at the newest and at older snapshots, and
 /// for absent keys.
