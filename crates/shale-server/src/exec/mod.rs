@@ -26,7 +26,8 @@ use crate::config::MAX_KEY_LEN;
 use crate::metrics::add;
 use crate::session::{After, Session};
 use crate::shared::Shared;
-use crate::store::{expiry, Mark, StripeSet, Txn};
+use crate::store::format::Kind;
+use crate::store::{expiry, ElementReads, Mark, StripeSet, Txn};
 use bytes::BytesMut;
 use shale_proto::resp::Request;
 use std::sync::atomic::Ordering;
@@ -235,9 +236,59 @@ fn read_ahead(txn: &mut Txn<'_>, requests: &[Request], resolved: &[Option<usize>
             });
         }
     }
-    if keys.len() >= MIN_READ_AHEAD_KEYS {
-        txn.read_ahead_meta(keys.into_iter());
+    if keys.len() < MIN_READ_AHEAD_KEYS {
+        return;
     }
+    txn.read_ahead_meta(keys.into_iter());
+    let elements: Vec<ElementReads<'_>> = requests
+        .iter()
+        .zip(resolved)
+        .filter_map(|(r, c)| {
+            let c = &COMMANDS[(*c)?];
+            (c.has(WRITE) && c.arity_ok(r.argv().len()))
+                .then(|| element_reads(c.name, r.argv()))
+                .flatten()
+        })
+        .collect();
+    if !elements.is_empty() {
+        txn.read_ahead_elements(&elements);
+    }
+}
+
+/// The elements a write command names in its collection, whose records it reads to learn which
+/// exist (see [`Txn::read_ahead_elements`]); `None` for other commands. Only a hint: a command
+/// whose arguments turn out wrong reads nothing, and what was read for it is dropped.
+fn element_reads<'r>(name: &str, argv: &'r [bytes::Bytes]) -> Option<ElementReads<'r>> {
+    let args = |from: usize, step: usize| -> Vec<&'r [u8]> {
+        argv.iter()
+            .skip(from)
+            .step_by(step)
+            .map(|a| a.as_ref())
+            .collect()
+    };
+    let (kind, names) = match name {
+        "hset" | "hmset" => (Kind::Hash, args(2, 2)),
+        "hsetnx" => (Kind::Hash, args(2, 3)),
+        "hdel" => (Kind::Hash, args(2, 1)),
+        "sadd" | "srem" => (Kind::Set, args(2, 1)),
+        "zrem" => (Kind::ZSet, args(2, 1)),
+        "zincrby" => (Kind::ZSet, args(3, 1)),
+        "zadd" => {
+            const FLAGS: [&[u8]; 6] = [b"nx", b"xx", b"gt", b"lt", b"ch", b"incr"];
+            let flags = argv
+                .iter()
+                .skip(2)
+                .take_while(|a| FLAGS.iter().any(|f| a.eq_ignore_ascii_case(f)))
+                .count();
+            (Kind::ZSet, args(3 + flags, 2))
+        }
+        _ => return None,
+    };
+    Some(ElementReads {
+        key: argv.get(1)?.as_ref(),
+        kind,
+        names,
+    })
 }
 
 /// Replaces the replies of commands `failed.command..end` with the commit error: their writes

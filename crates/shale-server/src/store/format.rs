@@ -365,6 +365,28 @@ pub fn generation_of(counter: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The generation of a collection of `kind` whose meta record is `raw`: `None` for another type,
+/// an inline hash (which has no element records) or damaged bytes.
+pub fn collection_generation(raw: &[u8], kind: Kind) -> Option<u64> {
+    if kind == Kind::String || *raw.first()? != kind as u8 {
+        return None;
+    }
+    read_u64(raw.get(META_HEADER_LEN..META_HEADER_LEN + 8)?)
+}
+
+/// The engine key of the record of element `name` of a collection of `kind` (a hash's field, a
+/// sorted set's member -> score record, a set's member); `None` for a string or a list, whose
+/// elements have no names.
+pub fn named_element_key(kind: Kind, generation: u64, name: &[u8]) -> Option<Vec<u8>> {
+    let tag = match kind {
+        Kind::Hash => HASH_FIELD,
+        Kind::ZSet => ZSET_MEMBER,
+        Kind::Set => SET_MEMBER,
+        Kind::String | Kind::List => return None,
+    };
+    Some(element_key(tag, generation, name))
+}
+
 /// The engine key of a hash field.
 pub fn field_key(generation: u64, field: &[u8]) -> Vec<u8> {
     element_key(HASH_FIELD, generation, field)

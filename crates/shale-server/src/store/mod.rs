@@ -48,7 +48,7 @@ pub mod watch;
 pub mod zsets;
 
 pub use locks::StripeSet;
-pub use txn::{upper_bound, Dir, Mark, Skips, Txn};
+pub use txn::{upper_bound, Dir, ElementReads, Mark, Skips, Txn};
 
 use crate::config::Appendfsync;
 use crate::metrics::Histogram;

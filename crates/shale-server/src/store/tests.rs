@@ -271,3 +271,86 @@ fn a_key_written_twice_in_a_batch_reaches_the_engine_once() {
     let last = strings::get(&mut txn, b"s").unwrap().unwrap();
     assert_eq!(last.string_value(), b"3");
 }
+
+#[test]
+fn element_records_read_ahead_answer_the_batch_until_it_writes_them() {
+    let fs = Arc::new(MemFs::new());
+    let store = open(&fs);
+    let mut txn = store.txn(&StripeSet::new());
+    // A hash past the inline limit (one record per field), a set and a sorted set.
+    let long = "3".repeat(hashes::INLINE_MAX_BYTES + 1);
+    hashes::set(&mut txn, b"h", &[b("a"), b("1"), b("big"), b(&long)]).unwrap();
+    sets::add(&mut txn, b"s", &[b("m")]).unwrap();
+    let add = zsets::AddFlags::default();
+    zsets::add(&mut txn, b"z", add, &[(1.0, b("p"))]).unwrap();
+    txn.commit().unwrap();
+    drop(txn);
+
+    let mut txn = store.txn(&StripeSet::new());
+    let keys: [&[u8]; 3] = [b"h", b"s", b"z"];
+    txn.read_ahead_meta(keys.into_iter());
+    txn.read_ahead_elements(&[
+        ElementReads {
+            key: b"h",
+            kind: Kind::Hash,
+            names: vec![b"a", b"x", b"y"],
+        },
+        ElementReads {
+            key: b"s",
+            kind: Kind::Set,
+            names: vec![b"m", b"n"],
+        },
+        ElementReads {
+            key: b"z",
+            kind: Kind::ZSet,
+            names: vec![b"p"],
+        },
+        // Of the wrong type: nothing is read for it.
+        ElementReads {
+            key: b"s",
+            kind: Kind::Hash,
+            names: vec![b"m"],
+        },
+    ]);
+    let generation =
+        |txn: &mut Txn<'_>, key: &[u8]| keys::lookup(txn, key).unwrap().unwrap().generation;
+    let h = generation(&mut txn, b"h");
+    // Behind the batch's back (a batch's collections are locked; here nothing stops it), the
+    // engine changes: the batch answers from what it read ahead, once.
+    store
+        .db()
+        .put(format::field_key(h, b"x"), b"behind")
+        .unwrap();
+    assert_eq!(txn.get(&format::field_key(h, b"x")).unwrap(), None);
+    assert_eq!(
+        txn.get(&format::field_key(h, b"x")).unwrap(),
+        Some(b"behind".to_vec())
+    );
+    store.db().delete(format::field_key(h, b"x")).unwrap();
+    // A staged write comes before what was read ahead.
+    txn.put(format::field_key(h, b"y"), b("staged"));
+    assert_eq!(
+        txn.get(&format::field_key(h, b"y")).unwrap(),
+        Some(b"staged".to_vec())
+    );
+    txn.delete(format::field_key(h, b"y"));
+    // The commands see the same answers as without reading ahead.
+    assert_eq!(
+        hashes::set(&mut txn, b"h", &[b("a"), b("2"), b("x"), b("3")]).unwrap(),
+        1
+    );
+    assert_eq!(hashes::len(&mut txn, b"h").unwrap(), 3);
+    assert_eq!(sets::add(&mut txn, b"s", &[b("m"), b("n")]).unwrap(), 1);
+    let out = zsets::add(&mut txn, b"z", add, &[(2.0, b("p"))]).unwrap();
+    assert_eq!((out.added, out.changed), (0, 1));
+    txn.commit().unwrap();
+    drop(txn);
+    let mut txn = store.txn(&StripeSet::new());
+    assert_eq!(
+        hashes::get(&mut txn, b"h", b"a").unwrap(),
+        Some(b"2".to_vec())
+    );
+    assert_eq!(hashes::get(&mut txn, b"h", b"y").unwrap(), None);
+    assert_eq!(sets::len(&mut txn, b"s").unwrap(), 2);
+    assert_eq!(zsets::score(&mut txn, b"z", b"p").unwrap(), Some(2.0));
+}

@@ -17,12 +17,12 @@
 //! record sixteen times) reaches the engine once, with its last value: the batch is atomic, so no
 //! reader could ever see the earlier ones, and each would cost a memtable insert and WAL bytes.
 
-use super::format::{self, Meta, DATABASES};
+use super::format::{self, Kind, Meta, DATABASES};
 use super::locks::StripeGuard;
 use super::Store;
 use bytes::Bytes;
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
-use rustc_hash::{FxBuildHasher, FxHashSet};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use shale::{Error, ErrorKind, ReadOptions, Skipped, WriteBatch};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -37,6 +37,17 @@ enum KeyspaceGuard<'a> {
 /// An engine key read ahead, its value (`None` once taken or when the read failed), and how many
 /// of the batch's reads in a row asked for it (one lookup serves them all).
 type ReadAhead = (Vec<u8>, Option<Option<Vec<u8>>>, u32);
+
+/// The elements a write command of a batch names in one collection (the fields HSET sets, the
+/// members SADD adds), for [`Txn::read_ahead_elements`].
+pub struct ElementReads<'k> {
+    /// The collection's user key.
+    pub key: &'k [u8],
+    /// The type the command expects.
+    pub kind: Kind,
+    /// The elements' names.
+    pub names: Vec<&'k [u8]>,
+}
 
 /// A staged write: the engine key and its new value (`None`: a deletion).
 type Staged = (Vec<u8>, Option<StagedValue>);
@@ -112,6 +123,9 @@ pub struct Txn<'a> {
     // it, a key this batch wrote is answered from `staged` first.
     read_ahead: Vec<ReadAhead>,
     read_ahead_next: usize,
+    // Element records read ahead for the batch's write commands, taken by the first read of each
+    // (see [`Txn::read_ahead_elements`]). Valid until the next commit, as `read_ahead`.
+    elements: FxHashMap<Vec<u8>, Option<Vec<u8>>>,
     /// Key-count change of each physical database, applied with the commit.
     counts: [i64; DATABASES],
     /// Whether this batch handed out a collection generation (the counter is then persisted).
@@ -161,6 +175,7 @@ impl<'a> Txn<'a> {
             restaged: false,
             read_ahead: Vec::new(),
             read_ahead_next: 0,
+            elements: FxHashMap::default(),
             counts: [0; DATABASES],
             new_generation: false,
             writes: 0,
@@ -370,6 +385,7 @@ impl<'a> Txn<'a> {
         self.staged_indexed = 0;
         self.read_ahead.clear();
         self.read_ahead_next = 0;
+        self.elements.clear();
         let counts = std::mem::take(&mut self.counts);
         let since = self.staged_since.take();
         let result = self.store.commit(batch, &counts);
@@ -411,6 +427,64 @@ impl<'a> Txn<'a> {
         );
     }
 
+    /// Reads ahead, with one engine `multi_get`, the element records that the batch's write
+    /// commands name (`reads`): HSET, SADD and ZADD must know which of their fields or members
+    /// exist, and a pipeline of them read one by one waits for one lookup's cache misses after
+    /// another. Call after [`Txn::read_ahead_meta`]: the meta records it read give the
+    /// collections' generations; a collection it did not read, absent, inline or of another type
+    /// is left out. Each collection is locked by this batch (its command writes it), so what is
+    /// read stays current until the batch writes it, and a read answers from the staged writes
+    /// first.
+    pub fn read_ahead_elements(&mut self, reads: &[ElementReads<'_>]) {
+        let db = self.physical;
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        // The generation found for the previous read (a pipeline names one collection in a row).
+        let mut last: Option<(&[u8], Kind, Option<u64>)> = None;
+        for r in reads {
+            let generation = match last {
+                Some((key, kind, generation)) if key == r.key && kind == r.kind => generation,
+                _ => {
+                    let meta_key = format::meta_key(db, r.key);
+                    let raw = self
+                        .read_ahead
+                        .iter()
+                        .find(|e| e.0 == meta_key)
+                        .and_then(|e| e.1.as_ref())
+                        .and_then(Option::as_deref);
+                    raw.and_then(|raw| format::collection_generation(raw, r.kind))
+                }
+            };
+            last = Some((r.key, r.kind, generation));
+            let Some(generation) = generation else {
+                continue;
+            };
+            keys.extend(
+                r.names
+                    .iter()
+                    .filter_map(|n| format::named_element_key(r.kind, generation, n)),
+            );
+        }
+        // A lone lookup has no other to overlap.
+        if keys.len() < 2 {
+            return;
+        }
+        let values = self.store.db().multi_get(&keys);
+        // A failed read is left for the command to repeat and report.
+        for (k, v) in keys.into_iter().zip(values) {
+            if let Ok(v) = v {
+                self.elements.insert(k, v);
+            }
+        }
+    }
+
+    /// The element record read ahead for engine key `key`, taken.
+    fn take_element(&mut self, key: &[u8]) -> Option<Option<Vec<u8>>> {
+        if self.elements.is_empty() {
+            return None;
+        }
+        self.elements.remove(key)
+    }
+
     /// The value read ahead for engine key `key`: taken by the last of the reads it serves, a
     /// copy for the others. Commands read in the order the keys were read ahead, so the next
     /// entry usually holds it; a command that skipped its read (a wrong type, a syntax error)
@@ -442,6 +516,9 @@ impl<'a> Txn<'a> {
                 return Ok(value);
             }
         }
+        if let Some(value) = self.take_element(key) {
+            return Ok(value);
+        }
         self.store.db().get(key)
     }
 
@@ -456,10 +533,13 @@ impl<'a> Txn<'a> {
         for (i, k) in keys.iter().enumerate() {
             match self.staged_value(k) {
                 Some(v) => out.push(v.map(|v| v.contiguous().into_owned())),
-                None => {
-                    out.push(None);
-                    missing.push(i);
-                }
+                None => match self.take_element(k) {
+                    Some(v) => out.push(v),
+                    None => {
+                        out.push(None);
+                        missing.push(i);
+                    }
+                },
             }
         }
         match missing.len() {
@@ -482,6 +562,9 @@ impl<'a> Txn<'a> {
     pub fn contains(&mut self, key: &[u8]) -> shale::Result<bool> {
         if let Some(staged) = self.staged_value(key) {
             return Ok(staged.is_some());
+        }
+        if let Some(value) = self.take_element(key) {
+            return Ok(value.is_some());
         }
         Ok(self.store.db().get(key)?.is_some())
     }
