@@ -12,6 +12,8 @@
 //! (a hash per record plus the index sorted set, as YCSB 0.17's Redis binding), for the first
 //! pair of `--pairs`. The report gives run throughput and the read latency p99 (SCAN's for a
 //! workload without reads) per workload.
+//! `--baseline PATH` adds a second `shale` binary (the code before a change) to each round of
+//! redis-benchmark mode, in turn with the other two, and the report gives Shale/baseline too.
 //! Every round starts each server fresh (a free loopback port, a temporary directory), runs both
 //! pipeline depths, and stops it; the order of Shale and Redis alternates between rounds, and a
 //! two-thread CPU check (`sysbench`) is recorded per round when sysbench is installed, because
@@ -43,7 +45,8 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 pub const USAGE: &str = "\
 Usage: shale-bench redis-compare [--rounds N] [--requests N] [--clients N] [--size BYTES]
                                  [--keyspace N] [--pipelines 1,16] [--pairs everysec:none,always:always]
-                                 [--tests set,get] [--shale-bin PATH] [--cpucheck SECS] [--out FILE.md]
+                                 [--tests set,get] [--shale-bin PATH] [--baseline PATH]
+                                 [--cpucheck SECS] [--out FILE.md]
        shale-bench redis-compare --ycsb a,b,c,d,e=20000,f [--records N] [--operations N]
                                  [--threads N] [--workloads DIR] [--pairs everysec:none] ...
 A pair is SHALE_APPENDFSYNC:REDIS_PERSISTENCE, with Redis persistence none (no RDB, no AOF),
@@ -68,6 +71,8 @@ pub struct RedisCompareArgs {
     pub pairs: Vec<(String, String)>,
     /// The `shale` binary.
     pub shale_bin: Option<PathBuf>,
+    /// Another `shale` binary run beside it (redis-benchmark mode).
+    pub baseline: Option<PathBuf>,
     /// Seconds of the CPU check per round (0: none).
     pub cpucheck_secs: u32,
     /// Markdown report file.
@@ -100,6 +105,7 @@ impl Default for RedisCompareArgs {
                 ("always".into(), "always".into()),
             ],
             shale_bin: None,
+            baseline: None,
             cpucheck_secs: 5,
             out: None,
             tests: vec!["set".into(), "get".into()],
@@ -171,6 +177,7 @@ pub fn parse_args(args: &[String]) -> Result<Option<RedisCompareArgs>> {
             "threads" => a.threads = num(v)?.max(1) as u32,
             "workloads" => a.workloads = PathBuf::from(v),
             "shale-bin" => a.shale_bin = Some(PathBuf::from(v)),
+            "baseline" => a.baseline = Some(PathBuf::from(v)),
             "cpucheck" => a.cpucheck_secs = num(v)? as u32,
             "out" | "o" => a.out = Some(PathBuf::from(v)),
             _ => {
@@ -218,6 +225,8 @@ pub fn run_command(args: &[String]) -> Result<bool> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Side {
     Shale,
+    /// The `--baseline` binary.
+    Baseline,
     Redis,
 }
 
@@ -242,9 +251,16 @@ fn run(a: &RedisCompareArgs) -> Result<String> {
     if !a.ycsb.is_empty() {
         return run_ycsb(a, &shale);
     }
+    if let Some(b) = a.baseline.as_ref().filter(|b| !b.is_file()) {
+        return Err(Error::usage(format!("{} not found", b.display())));
+    }
     let mut results = Results::new();
     let mut cpu = Vec::new();
     let started = Instant::now();
+    let mut sides = vec![Side::Shale, Side::Redis];
+    if a.baseline.is_some() {
+        sides.insert(1, Side::Baseline);
+    }
     for round in 0..a.rounds {
         cpu.push(if a.cpucheck_secs > 0 {
             sysbench_cpu_events_per_sec(a.cpucheck_secs)
@@ -252,17 +268,18 @@ fn run(a: &RedisCompareArgs) -> Result<String> {
             None
         });
         for (pi, (shale_mode, redis_mode)) in a.pairs.iter().enumerate() {
-            let order = if round % 2 == 0 {
-                [Side::Shale, Side::Redis]
-            } else {
-                [Side::Redis, Side::Shale]
-            };
+            // Each side goes first in turn.
+            let mut order = sides.clone();
+            order.rotate_left(round as usize % sides.len());
             for side in order {
                 let tmp = tempdir()?;
                 let port = free_port()?;
-                let mut server = match side {
-                    Side::Shale => start_shale(&shale, port, &tmp, shale_mode)?,
-                    Side::Redis => start_redis(port, &tmp, redis_mode)?,
+                let mut server = match (side, &a.baseline) {
+                    (Side::Baseline, Some(baseline)) => {
+                        start_shale(baseline, port, &tmp, shale_mode)?
+                    }
+                    (Side::Redis, _) => start_redis(port, &tmp, redis_mode)?,
+                    _ => start_shale(&shale, port, &tmp, shale_mode)?,
                 };
                 let outcome = (|| -> Result<()> {
                     wait_ready(port)?;
@@ -271,10 +288,10 @@ fn run(a: &RedisCompareArgs) -> Result<String> {
                             eprintln!(
                                 "round {} {side:?} ({}) -P {p} {test}: {rps:.0} req/s",
                                 round + 1,
-                                if side == Side::Shale {
-                                    shale_mode
-                                } else {
+                                if side == Side::Redis {
                                     redis_mode
+                                } else {
+                                    shale_mode
                                 }
                             );
                             results.entry((pi, p, test, side)).or_default().push(rps);
@@ -475,8 +492,14 @@ fn report(a: &RedisCompareArgs, results: &Results, cpu: &[Option<f64>], took: Du
             rounds_line(cpu)
         ));
     }
-    s.push_str("\n| Shale appendfsync | Redis | -P | test | Shale req/s (median) | Redis req/s (median) | Shale/Redis | Shale rounds | Redis rounds |\n");
-    s.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    let baseline = a.baseline.is_some();
+    if baseline {
+        s.push_str("\n| Shale appendfsync | Redis | -P | test | Shale req/s (median) | baseline req/s (median) | Redis req/s (median) | Shale/baseline | Shale/Redis | Shale rounds | baseline rounds | Redis rounds |\n");
+        s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    } else {
+        s.push_str("\n| Shale appendfsync | Redis | -P | test | Shale req/s (median) | Redis req/s (median) | Shale/Redis | Shale rounds | Redis rounds |\n");
+        s.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    }
     let mut tests: Vec<&String> = Vec::new();
     for (_, _, t, _) in results.keys() {
         if !tests.contains(&t) {
@@ -494,10 +517,11 @@ fn report(a: &RedisCompareArgs, results: &Results, cpu: &[Option<f64>], took: Du
                 };
                 let (sh, re) = (get(Side::Shale), get(Side::Redis));
                 let (ms, mr) = (median(&sh), median(&re));
-                let ratio = match (ms, mr) {
+                let ratio_of = |x: Option<f64>, y: Option<f64>| match (x, y) {
                     (Some(x), Some(y)) if y > 0.0 => format!("{:.2}x", x / y),
                     _ => "n/a".into(),
                 };
+                let ratio = ratio_of(ms, mr);
                 let fmt = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{v:.0}"));
                 let list = |v: &[f64]| {
                     v.iter()
@@ -505,10 +529,19 @@ fn report(a: &RedisCompareArgs, results: &Results, cpu: &[Option<f64>], took: Du
                         .collect::<Vec<_>>()
                         .join(" ")
                 };
-                s.push_str(&format!(
-                    "| {shale_mode} | {redis_mode} | {p} | {test} | {} | {} | {ratio} | {} | {} |\n",
-                    fmt(ms), fmt(mr), list(&sh), list(&re)
-                ));
+                if baseline {
+                    let ba = get(Side::Baseline);
+                    let mb = median(&ba);
+                    s.push_str(&format!(
+                        "| {shale_mode} | {redis_mode} | {p} | {test} | {} | {} | {} | {} | {ratio} | {} | {} | {} |\n",
+                        fmt(ms), fmt(mb), fmt(mr), ratio_of(ms, mb), list(&sh), list(&ba), list(&re)
+                    ));
+                } else {
+                    s.push_str(&format!(
+                        "| {shale_mode} | {redis_mode} | {p} | {test} | {} | {} | {ratio} | {} | {} |\n",
+                        fmt(ms), fmt(mr), list(&sh), list(&re)
+                    ));
+                }
             }
         }
     }
@@ -553,8 +586,8 @@ fn run_ycsb(a: &RedisCompareArgs, shale: &Path) -> Result<String> {
                 let tmp = tempdir()?;
                 let port = free_port()?;
                 let mut server = match side {
-                    Side::Shale => start_shale(shale, port, &tmp, &shale_mode)?,
                     Side::Redis => start_redis(port, &tmp, &redis_mode)?,
+                    Side::Shale | Side::Baseline => start_shale(shale, port, &tmp, &shale_mode)?,
                 };
                 let outcome = wait_ready(port)
                     .and_then(|()| ycsb_once(a, &exe, &tmp, port, w, ops.unwrap_or(a.operations)));
@@ -708,5 +741,30 @@ mod tests {
         let a = parse_args(&args).unwrap().unwrap();
         assert_eq!(a.ycsb, vec![("a".into(), None), ("e".into(), Some(2000))]);
         assert_eq!((a.records, a.tests.len()), (500, 2));
+        assert_eq!(a.baseline, None);
+    }
+
+    #[test]
+    fn a_baseline_gets_its_own_columns_and_ratio() {
+        let args: Vec<String> = "--baseline /old/shale --pairs everysec:none --pipelines 16"
+            .split(' ')
+            .map(str::to_string)
+            .collect();
+        let a = parse_args(&args).unwrap().unwrap();
+        assert_eq!(a.baseline, Some(PathBuf::from("/old/shale")));
+        let mut results = Results::new();
+        for (side, rps) in [
+            (Side::Shale, [300.0, 310.0, 290.0]),
+            (Side::Baseline, [200.0, 190.0, 210.0]),
+            (Side::Redis, [400.0, 400.0, 400.0]),
+        ] {
+            results.insert((0, 16, "HSET".into(), side), rps.to_vec());
+        }
+        let text = report(&a, &results, &[], Duration::from_secs(1));
+        let row = text.lines().find(|l| l.contains("HSET")).unwrap();
+        assert_eq!(
+            row,
+            "| everysec | none | 16 | HSET | 300 | 200 | 400 | 1.50x | 0.75x | 300 310 290 | 200 190 210 | 400 400 400 |"
+        );
     }
 }
