@@ -91,6 +91,11 @@ const PREFETCH_AHEAD: usize = 8;
 /// bucket drained by a writer holds eight); larger batches take the splice path.
 const SCATTERED_BATCH: usize = 16;
 
+/// A small batch that fits in one gap of the list at this level (about `BRANCHING^3` = 64 list
+/// nodes wide) is linked as neighbours, by the splice-carrying multi-insert
+/// ([`SkipListMemtable::link_sorted`]).
+const NEIGHBOURS_LEVEL: usize = 3;
+
 /// The low bit of a chain version's level-0 slot, set over its group head's pointer (nodes are
 /// 8-byte aligned, so a `next` pointer never has it).
 const CHAINED: usize = 1;
@@ -789,7 +794,7 @@ impl SkipListMemtable {
             .collect();
         // SAFETY: caller's contract; we hold the insert lock (`writer`).
         unsafe {
-            if nodes.len() <= SCATTERED_BATCH {
+            if nodes.len() <= SCATTERED_BATCH && !self.neighbours(nodes) {
                 self.link_scattered(writer, nodes, &hashes);
             } else {
                 self.link_spliced(writer, nodes, &hashes);
@@ -800,6 +805,38 @@ impl SkipListMemtable {
             AtomicOrdering::Relaxed,
         );
         self.len.fetch_add(nodes.len(), AtomicOrdering::Relaxed);
+    }
+
+    /// Whether a sorted batch lies within one gap of the list at level [`NEIGHBOURS_LEVEL`], as
+    /// a bucket of list elements pushed in a row does: the splice of its first node then carries
+    /// to the others in a few comparisons, where searches from the head would compare along the
+    /// whole path for each. One search, for the first node; whichever path follows finds its
+    /// nodes loaded.
+    ///
+    /// # Safety
+    /// As for [`Self::link_sorted`]; the caller holds the insert lock.
+    unsafe fn neighbours(&self, nodes: &[Unlinked]) -> bool {
+        let (Some(first), Some(last)) = (nodes.first(), nodes.last()) else {
+            return true;
+        };
+        if self.max_height.load(AtomicOrdering::Relaxed) <= NEIGHBOURS_LEVEL {
+            return true;
+        }
+        // SAFETY: complete built nodes of ours (caller's contract).
+        let (first, last) = unsafe {
+            (
+                Target::new(node_key(first.as_ptr())),
+                Target::new(node_key(last.as_ptr())),
+            )
+        };
+        let mut splice = Splice::new(self.head.as_ptr());
+        self.find_splices(
+            std::slice::from_ref(&first),
+            std::slice::from_mut(&mut splice),
+        );
+        let bound = splice.succ[NEIGHBOURS_LEVEL];
+        // SAFETY: `bound` is null or an initialized entry node reached by the search.
+        bound.is_null() || unsafe { last.compare_node(bound) } == Ordering::Greater
     }
 
     /// [`Self::link_sorted`] for a small batch: the nodes that the point index does not hang in
