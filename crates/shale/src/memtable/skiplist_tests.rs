@@ -427,17 +427,36 @@ fn gets_see_every_finished_insert() {
     writer.join().unwrap();
 }
 
-/// A sorted batch inserted at once leaves the same list as the same entries inserted one by one,
-/// whether the batch lands in an empty list, between existing entries, or in several batches.
-#[test]
-fn insert_sorted_matches_single_inserts() {
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next_rand = move || {
+/// A xorshift64 generator from `seed` (not zero).
+fn xorshift(mut rng: u64) -> impl FnMut() -> u64 {
+    move || {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
         rng
-    };
+    }
+}
+
+/// Inserts the sorted `batch` of (internal key, value) into `single` one by one and into
+/// `batched` as one sorted batch.
+fn insert_both(
+    single: &SkipListMemtable,
+    batched: &SkipListMemtable,
+    batch: &[(Vec<u8>, Vec<u8>)],
+) {
+    for (ikey, value) in batch {
+        let parsed = key::parse_internal_key(ikey).unwrap();
+        single.insert(parsed.user_key, parsed.seq, parsed.kind, value);
+    }
+    let refs: Vec<(&[u8], &[u8])> = batch.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+    batched.insert_sorted(&refs);
+}
+
+/// A sorted batch inserted at once leaves the same list as the same entries inserted one by one,
+/// whether the batch lands in an empty list, between existing entries, or in several batches.
+#[test]
+fn insert_sorted_matches_single_inserts() {
+    let mut next_rand = xorshift(0x9e37_79b9_7f4a_7c15);
     let single = Arc::new(SkipListMemtable::new());
     let batched = Arc::new(SkipListMemtable::new());
     let mut seq = 0;
@@ -463,12 +482,7 @@ fn insert_sorted_matches_single_inserts() {
             })
             .collect();
         batch.sort_by(|a, b| compare_internal(&a.0, &b.0));
-        for (ikey, value) in &batch {
-            let parsed = key::parse_internal_key(ikey).unwrap();
-            single.insert(parsed.user_key, parsed.seq, parsed.kind, value);
-        }
-        let refs: Vec<(&[u8], &[u8])> = batch.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-        batched.insert_sorted(&refs);
+        insert_both(&single, &batched, &batch);
     }
     assert_eq!(single.len(), batched.len());
     let want = collect_forward(&mut *single.clone().iter());
@@ -499,13 +513,7 @@ fn insert_sorted_matches_single_inserts() {
 /// leave, with every level sorted and each a sublist of the one below.
 #[test]
 fn scattered_batches_match_single_inserts_and_keep_every_level_sorted() {
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut next_rand = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next_rand = xorshift(0x2545_f491_4f6c_dd1d);
     let single = Arc::new(SkipListMemtable::new());
     let batched = Arc::new(SkipListMemtable::new());
     let key_of = |k: u64| format!("h{:08}", k).into_bytes();
@@ -523,12 +531,7 @@ fn scattered_batches_match_single_inserts_and_keep_every_level_sorted() {
         .collect();
     batch.sort_by(|a, b| compare_internal(&a.0, &b.0));
     for chunk in batch.chunks(1000) {
-        for (ikey, value) in chunk {
-            let parsed = key::parse_internal_key(ikey).unwrap();
-            single.insert(parsed.user_key, parsed.seq, parsed.kind, value);
-        }
-        let refs: Vec<(&[u8], &[u8])> = chunk.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-        batched.insert_sorted(&refs);
+        insert_both(&single, &batched, chunk);
     }
     for _ in 0..if cfg!(miri) { 20 } else { 2_000 } {
         let n = 1 + (next_rand() % 16) as usize;
@@ -559,12 +562,7 @@ fn scattered_batches_match_single_inserts_and_keep_every_level_sorted() {
             ));
         }
         batch.sort_by(|a, b| compare_internal(&a.0, &b.0));
-        for (ikey, value) in &batch {
-            let parsed = key::parse_internal_key(ikey).unwrap();
-            single.insert(parsed.user_key, parsed.seq, parsed.kind, value);
-        }
-        let refs: Vec<(&[u8], &[u8])> = batch.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-        batched.insert_sorted(&refs);
+        insert_both(&single, &batched, &batch);
     }
     batched.check_levels();
     single.check_levels();
