@@ -35,6 +35,7 @@ use crate::filename::{self, FileKind};
 use crate::key::SeqNo;
 use crate::options::Options;
 use crate::version::edit::VersionEdit;
+use crate::version::version::Version;
 use parking_lot::MutexGuard;
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
@@ -680,7 +681,7 @@ fn validate(state: &State, edit: &InstallEdit) -> std::result::Result<VersionEdi
     if deleted != inputs {
         return Err("input files do not match the edit".into());
     }
-    let mut names: Vec<String> = ve
+    let names: Vec<String> = ve
         .new_files
         .iter()
         .filter(|(_, f)| !ve.deleted_files.iter().any(|(_, d)| *d == f.number))
@@ -691,17 +692,7 @@ fn validate(state: &State, edit: &InstallEdit) -> std::result::Result<VersionEdi
                 .map(|b| file_name(&filename::blob(Path::new(""), b.physical))),
         )
         .collect();
-    names.sort();
-    let mut outputs: Vec<String> = edit.outputs.iter().map(|o| o.name.clone()).collect();
-    outputs.sort();
-    if names != outputs {
-        return Err("output files do not match the edit".into());
-    }
-    let version = state.versions.current();
-    let live: HashSet<u64> = version
-        .file_numbers()
-        .chain(version.blob_file_numbers())
-        .collect();
+    let (version, live) = check_outputs(state, edit, names)?;
     if let Some(o) = edit
         .outputs
         .iter()
@@ -739,6 +730,27 @@ fn gc_logicals(edit: &InstallEdit) -> Vec<u64> {
         .unwrap_or_default()
 }
 
+/// Checks that the edit's shipped outputs are exactly the files `names` its version edit adds;
+/// returns the current version and the file numbers live in it.
+fn check_outputs(
+    state: &State,
+    edit: &InstallEdit,
+    mut names: Vec<String>,
+) -> std::result::Result<(Arc<Version>, HashSet<u64>), String> {
+    names.sort();
+    let mut outputs: Vec<String> = edit.outputs.iter().map(|o| o.name.clone()).collect();
+    outputs.sort();
+    if names != outputs {
+        return Err("output files do not match the edit".into());
+    }
+    let version = state.versions.current();
+    let live: HashSet<u64> = version
+        .file_numbers()
+        .chain(version.blob_file_numbers())
+        .collect();
+    Ok((version, live))
+}
+
 /// [`validate`] for a GC edit: every collected logical file must still be in the physical file
 /// the leader read (the edit's input files, in the order of its blob files), and the edit is
 /// rebased on this version: records that died after the leader prepared it (a compaction
@@ -760,22 +772,12 @@ fn validate_gc(
     {
         return Err("a blob GC edit replaces blob files and changes nothing else".into());
     }
-    let mut names: Vec<String> = ve
+    let names: Vec<String> = ve
         .blob_files
         .iter()
         .map(|b| file_name(&filename::blob(Path::new(""), b.physical)))
         .collect();
-    names.sort();
-    let mut outputs: Vec<String> = edit.outputs.iter().map(|o| o.name.clone()).collect();
-    outputs.sort();
-    if names != outputs {
-        return Err("output files do not match the edit".into());
-    }
-    let version = state.versions.current();
-    let live: HashSet<u64> = version
-        .file_numbers()
-        .chain(version.blob_file_numbers())
-        .collect();
+    let (version, live) = check_outputs(state, edit, names)?;
     for (b, &input) in ve.blob_files.iter_mut().zip(&edit.input_files) {
         let logical = b.logical;
         let Some(cur) = version.blobs.get(&logical) else {
