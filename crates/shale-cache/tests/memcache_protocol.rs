@@ -179,6 +179,185 @@ fn malformed_commands_match_memcached() {
     );
 }
 
+/// The dump commands' refusals (`stats cachedump` as memcdump sends it, `lru_crawler metadump`
+/// as memcached-tool does) and empty dumps.
+#[test]
+fn dump_commands_refuse_as_memcached_does() {
+    same_as_memcached(
+        "dumps",
+        &[
+            b"stats cachedump\r\n",
+            b"stats cachedump 1\r\n",
+            b"stats cachedump x 0\r\n",
+            b"stats cachedump 1 x\r\n",
+            b"stats cachedump 1 -1\r\n",
+            b"stats cachedump 300 0\r\n",
+            b"stats cachedump 0 0\r\n",
+            b"stats cachedump 5 0\r\n",
+            b"lru_crawler metadump\r\n",
+            b"lru_crawler metadump 0\r\n",
+            b"lru_crawler metadump x\r\n",
+            b"lru_crawler metadump all extra\r\n",
+            b"lru_crawler nothing\r\n",
+        ],
+    );
+}
+
+/// `lru_crawler metadump all` over many rounds (megabytes of text): every item once, in
+/// memcached's format (keys %-escaped), then `END`, then the replies of what was pipelined after.
+#[test]
+fn a_long_metadump_lists_every_item_once_then_answers_what_followed() {
+    let cache = TestServer::start(64 << 20);
+    let mut stream = connect(cache.memcache);
+    let keys: Vec<Vec<u8>> = (0..20_000u32)
+        .map(|i| format!("{:0>190}", i).into_bytes())
+        .chain([b"odd\x01key%".to_vec()])
+        .collect();
+    let mut script = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        script.extend_from_slice(b"set ");
+        script.extend_from_slice(key);
+        let exptime = if i == 7 { 1000 } else { 0 };
+        script.extend_from_slice(format!(" 0 {exptime} 2 noreply\r\nab\r\n").as_bytes());
+    }
+    script.extend_from_slice(b"version\r\n");
+    let reply = exchange(&mut stream, &script, b"\r\n");
+    assert!(
+        reply.starts_with(b"VERSION "),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let reply = exchange(
+        &mut stream,
+        b"lru_crawler metadump all\r\nget odd\x01key%\r\n",
+        b"VALUE odd\x01key% 0 2\r\nab\r\nEND\r\n",
+    );
+    let text = String::from_utf8_lossy(&reply);
+    let (dump, after) = text.split_once("END\r\n").expect("the dump's END");
+    assert_eq!(after, "VALUE odd\x01key% 0 2\r\nab\r\nEND\r\n");
+    assert!(
+        dump.len() > 4 << 20,
+        "only {} bytes: not a long dump",
+        dump.len()
+    );
+    let mut seen = std::collections::HashMap::new();
+    for line in dump.split_terminator('\n') {
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert_eq!(fields.len(), 5, "{line}");
+        let key = fields[0].strip_prefix("key=").expect(line);
+        let exp: i64 = fields[1].strip_prefix("exp=").expect(line).parse().unwrap();
+        assert!(
+            fields[2].starts_with("cas=") && fields[3].starts_with("cls="),
+            "{line}"
+        );
+        assert!(fields[4].starts_with("size="), "{line}");
+        assert!(seen.insert(key.to_string(), exp).is_none(), "{key} twice");
+    }
+    assert_eq!(seen.len(), keys.len());
+    assert_eq!(seen.get("odd%01key%25"), Some(&-1));
+    let expiring = seen[&format!("{:0>190}", 7)];
+    let now = before as i64;
+    assert!(
+        (now - 10 + 1000..=now + 1 + 1000).contains(&expiring),
+        "exp {expiring}, now {now}"
+    );
+}
+
+/// memcached's own admin script (Debian's memcached package ships it): `dump` lists keys with
+/// `lru_crawler metadump all` and reads each back; against the cache it waited for ever for an
+/// `END` that never came (the command was an `ERROR`).
+#[test]
+fn memcached_tool_dumps_every_item_and_displays_the_classes() {
+    const SCRIPT: &str = "/usr/share/memcached/scripts/memcached-tool";
+    assert!(
+        std::path::Path::new(SCRIPT).exists(),
+        "{SCRIPT} is missing: install memcached (.ci/run installs it on CI)"
+    );
+    let cache = TestServer::start(64 << 20);
+    let mut stream = connect(cache.memcache);
+    let mut want = Vec::new();
+    for i in 0..200u32 {
+        let (key, flags, exptime) = (format!("item:{i}"), i % 7, if i == 3 { 5000 } else { 0 });
+        let value = format!("{}", i).repeat(1 + i as usize * 13);
+        let set = format!("set {key} {flags} {exptime} {}\r\n{value}\r\n", value.len());
+        assert_eq!(
+            exchange(&mut stream, set.as_bytes(), b"\r\n"),
+            b"STORED\r\n"
+        );
+        want.push((key, flags, exptime, value));
+    }
+    let addr = format!("127.0.0.1:{}", cache.memcache.port());
+    let mut child = std::process::Command::new("perl")
+        .args([SCRIPT, &addr, "dump"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("perl (installed with memcached)");
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut text).unwrap();
+        text
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("memcached-tool dump did not end in 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let text = String::from_utf8(reader.join().unwrap()).unwrap();
+    // Each item as `add <key> <flags> <exptime> <bytes>\r\n<value>\r\n`, in any order.
+    let mut got = Vec::new();
+    let mut lines = text.split("\r\n");
+    while let Some(line) = lines.next() {
+        if line.is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert_eq!((fields.len(), fields[0]), (5, "add"), "{line}");
+        let value = lines.next().expect("a value line");
+        assert_eq!(value.len().to_string(), fields[4], "{line}");
+        got.push((
+            fields[1].to_string(),
+            fields[2].parse::<u32>().unwrap(),
+            fields[3].parse::<u64>().unwrap(),
+            value.to_string(),
+        ));
+    }
+    got.sort();
+    want.sort();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert_eq!(got.len(), want.len(), "{text}");
+    for (got, want) in got.iter().zip(&want) {
+        assert_eq!((&got.0, got.1, &got.3), (&want.0, want.1, &want.3));
+        match want.2 {
+            0 => assert_eq!(got.2, 0, "{}", got.0),
+            relative => assert!(
+                (now + relative - 60..=now + relative + 1).contains(&got.2),
+                "{}: exptime {} for {relative} s from {now}",
+                got.0,
+                got.2
+            ),
+        }
+    }
+    let out = tool("perl", &[SCRIPT, &addr, "display"]);
+    let display = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && display.lines().count() > 2,
+        "memcached-tool display: {display}"
+    );
+}
+
 /// Found by memaslap (libmemcached-tools), whose keys are made of control bytes: memcached
 /// stores any key without a space or NUL, and the cache refused them.
 #[test]
@@ -226,6 +405,34 @@ fn libmemcached_tools_work_against_the_cache() {
         !out.status.success(),
         "memccat found a removed key: {out:?}"
     );
+    // memcexist, memctouch, memcdump (which lists keys with `stats cachedump`).
+    let out = tool("memccp", &[&servers, file.to_str().unwrap()]);
+    assert!(out.status.success(), "memccp: {out:?}");
+    assert!(tool("memcexist", &[&servers, "greeting"]).status.success());
+    assert!(!tool("memcexist", &[&servers, "nothing"]).status.success());
+    let out = tool("memctouch", &[&servers, "--expire=100", "greeting"]);
+    assert!(out.status.success(), "memctouch: {out:?}");
+    let mut stream = connect(cache.memcache);
+    let mut want = vec!["greeting".to_string()];
+    for i in 0..300 {
+        let key = format!("dumped-{i}");
+        let value = "v".repeat(i * 7);
+        let set = format!("set {key} 0 0 {}\r\n{value}\r\n", value.len());
+        assert_eq!(
+            exchange(&mut stream, set.as_bytes(), b"\r\n"),
+            b"STORED\r\n"
+        );
+        want.push(key);
+    }
+    let out = tool("memcdump", &[&servers]);
+    assert!(out.status.success(), "memcdump: {out:?}");
+    let mut got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "memcdump's keys");
     // libmemcached's protocol conformance checker, text protocol only.
     let port = cache.memcache.port().to_string();
     let out = tool(

@@ -1,6 +1,9 @@
 //! The memcached text protocol (memcached's `protocol.txt`): get, gets, set, add, replace,
-//! append, prepend, cas, delete, incr, decr, touch, flush_all, stats, version, verbosity, quit,
-//! and `noreply` on every command that takes it.
+//! append, prepend, cas, delete, incr, decr, touch, flush_all, stats (general, settings, slabs,
+//! items, cachedump), lru_crawler metadump, version, verbosity, quit, and `noreply` on every
+//! command that takes it. The two dumps are what memcached's admin tools list keys with
+//! (libmemcached's memcdump, memcached's memcached-tool); they walk slab memory in slab order,
+//! where memcached walks its LRU.
 //!
 //! Where memcached's behaviour is odd but clients rely on it, it is kept: a data block not ending
 //! in `\r\n` is refused with `CLIENT_ERROR bad data chunk` and the stream goes on after it; a value
@@ -15,8 +18,9 @@ use bytes::{Buf, BytesMut};
 use super::output::LEND_AT_LEAST;
 use super::{put_decimal, Output, Parsed, Session, MAX_REQUESTS_PER_ROUND};
 use crate::cache::{StoreError, Worker};
-use crate::item::NEVER;
+use crate::item::{item_len, ItemRef, NEVER};
 use crate::op::{IncrStyle, OpId, Outcome, SetMode};
+use crate::slab::WalkCursor;
 use crate::stats::Stats;
 
 /// Longest key (memcached's `KEY_MAX_LENGTH`).
@@ -62,6 +66,155 @@ enum Pending {
     Text(&'static [u8]),
     /// `stats` of a kind, built at reply time so it counts the ops before it.
     Stats(StatsKind),
+    /// `stats cachedump <class> <limit>`: the class's items, at most `limit` (0: no limit) and
+    /// [`CACHEDUMP_MAX_BYTES`] of text.
+    CacheDump { class: Option<usize>, limit: usize },
+    /// `lru_crawler metadump`: written over as many rounds as it takes; the requests after it
+    /// wait (parsing stops while it runs).
+    MetaDump(MetaDump),
+}
+
+/// memcached's cap on a `stats cachedump` reply.
+const CACHEDUMP_MAX_BYTES: usize = 2 << 20;
+
+/// Text of an `lru_crawler metadump` written per round at most, so one dump does not hold up the
+/// thread's other connections; a client that does not read stops it at [`MAX_PENDING_OUTPUT`].
+///
+/// [`MAX_PENDING_OUTPUT`]: super::MAX_PENDING_OUTPUT
+const METADUMP_BYTES_PER_ROUND: usize = 256 * 1024;
+
+/// Class numbers a dump accepts: memcached's (1 to 63) and ours if there are more.
+fn dump_classes(worker: &Worker<'_>) -> usize {
+    worker.cache().slabs().classes().len().max(63)
+}
+
+/// An `lru_crawler metadump` under way: the classes (ours, from 0) still to walk and where the
+/// walk of the first stands.
+#[derive(Debug)]
+pub(crate) struct MetaDump {
+    classes: Vec<usize>,
+    next: usize,
+    cursor: WalkCursor,
+}
+
+impl MetaDump {
+    /// Writes the next part of the dump; true once it has ended (with `END`).
+    fn write(&mut self, worker: &Worker<'_>, out: &mut Output) -> bool {
+        let cache = worker.cache();
+        let stop_at = out.len() + METADUMP_BYTES_PER_ROUND;
+        let now = worker.now_ms();
+        while let Some(&class) = self.classes.get(self.next) {
+            // SAFETY: replies are written in the round, while the thread is pinned.
+            let stopped = unsafe {
+                cache.slabs().walk_live(class, self.cursor, |item| {
+                    if out.len() >= stop_at {
+                        return false;
+                    }
+                    if !item.expired(now) {
+                        metadump_line(worker, class, &item, out);
+                    }
+                    true
+                })
+            };
+            match stopped {
+                Some(cursor) => {
+                    self.cursor = cursor;
+                    return false;
+                }
+                None => {
+                    self.next += 1;
+                    self.cursor = WalkCursor::default();
+                }
+            }
+        }
+        out.extend_from_slice(b"END\r\n");
+        true
+    }
+}
+
+/// One item as memcached's `lru_crawler metadump` writes it: `key=<key, %-escaped> exp=<unix
+/// seconds, -1 for never> cas=<cas> cls=<class> size=<bytes>`, ended by `\n` alone as
+/// memcached's are. memcached's `la` (last access) and `fetch` are not given: CLOCK keeps
+/// neither (readers of the dump, memcached-tool's among them, take fields by name).
+fn metadump_line(worker: &Worker<'_>, class: usize, item: &ItemRef<'_>, out: &mut Output) {
+    out.extend_from_slice(b"key=");
+    for &b in item.key() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.extend_from_slice(&[b]);
+        } else {
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        }
+    }
+    out.extend_from_slice(b" exp=");
+    match unix_expiry(worker, item) {
+        0 => out.extend_from_slice(b"-1"),
+        at => put_decimal(out, at),
+    }
+    out.extend_from_slice(b" cas=");
+    put_decimal(out, item.cas());
+    out.extend_from_slice(b" cls=");
+    put_decimal(out, class as u64 + 1);
+    out.extend_from_slice(b" size=");
+    put_decimal(out, item_len(item.key().len(), item.value().len()) as u64);
+    out.extend_from_slice(b"\n");
+}
+
+/// When `item` expires, in Unix seconds; 0 for never (memcached's `exptime` convention).
+fn unix_expiry(worker: &Worker<'_>, item: &ItemRef<'_>) -> u64 {
+    match item.expire_ms() {
+        NEVER => 0,
+        at => (worker.cache().clock().to_unix_ms(at) / 1000).max(1),
+    }
+}
+
+/// memcached's `stats cachedump`: `ITEM <key> [<value bytes> b; <expiry, Unix seconds or 0> s]`
+/// per item, in slab order (memcached's is its LRU's order), then `END`.
+fn cachedump_text(worker: &Worker<'_>, class: Option<usize>, limit: usize, out: &mut Output) {
+    let end = b"END\r\n";
+    let stop_at = out.len() + CACHEDUMP_MAX_BYTES - end.len();
+    let now = worker.now_ms();
+    if let Some(class) = class.filter(|&c| c < worker.cache().slabs().classes().len()) {
+        let mut shown = 0;
+        let mut line = Vec::new();
+        // SAFETY: replies are written in the round, while the thread is pinned.
+        unsafe {
+            worker
+                .cache()
+                .slabs()
+                .walk_live(class, WalkCursor::default(), |item| {
+                    if item.expired(now) {
+                        return true;
+                    }
+                    line.clear();
+                    line.extend_from_slice(b"ITEM ");
+                    line.extend_from_slice(item.key());
+                    let _ = write!(
+                        DisplayBytes(&mut line),
+                        " [{} b; {} s]\r\n",
+                        item.value().len(),
+                        unix_expiry(worker, &item)
+                    );
+                    if out.len() + line.len() > stop_at {
+                        return false;
+                    }
+                    out.extend_from_slice(&line);
+                    shown += 1;
+                    limit == 0 || shown < limit
+                })
+        };
+    }
+    out.extend_from_slice(end);
+}
+
+/// `fmt::Write` into a byte vector.
+struct DisplayBytes<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for DisplayBytes<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
 }
 
 /// Which `stats` report.
@@ -297,11 +450,64 @@ impl MemcacheSession {
                     [b"settings"] => Pending::Stats(StatsKind::Settings),
                     [b"slabs"] => Pending::Stats(StatsKind::Slabs),
                     [b"items"] => Pending::Stats(StatsKind::Items),
+                    [b"cachedump", class, limit, ..] => {
+                        match (parse_num::<u32>(class), parse_num::<u32>(limit)) {
+                            (Some(class), Some(limit)) => {
+                                if class as usize > dump_classes(worker) {
+                                    Pending::Text(b"CLIENT_ERROR Illegal slab id\r\n")
+                                } else {
+                                    Pending::CacheDump {
+                                        class: (class as usize).checked_sub(1),
+                                        limit: limit as usize,
+                                    }
+                                }
+                            }
+                            _ => Pending::Text(BAD_FORMAT),
+                        }
+                    }
+                    [b"cachedump", ..] => Pending::Text(b"CLIENT_ERROR bad command line\r\n"),
                     _ => Pending::Text(ERROR),
                 };
                 self.pending.push(pending);
                 done
             }
+            b"lru_crawler" => match args {
+                [b"metadump", which] => {
+                    let classes = match *which {
+                        b"all" | b"hash" => Some((0..dump_classes(worker)).collect()),
+                        list => list
+                            .split(|&b| b == b',')
+                            .map(|id| {
+                                parse_num::<usize>(id)
+                                    .filter(|&id| (1..=dump_classes(worker)).contains(&id))
+                                    .map(|id| id - 1)
+                            })
+                            .collect::<Option<Vec<usize>>>(),
+                    };
+                    match classes {
+                        Some(mut classes) => {
+                            let ours = worker.cache().slabs().classes().len();
+                            classes.retain(|&c| c < ours);
+                            self.pending.push(Pending::MetaDump(MetaDump {
+                                classes,
+                                next: 0,
+                                cursor: WalkCursor::default(),
+                            }));
+                            // The dump may take rounds: nothing after it is parsed until it ends.
+                            (line_end, Step::Paused)
+                        }
+                        None => {
+                            self.pending
+                                .push(Pending::Text(b"BADCLASS invalid class id\r\n"));
+                            done
+                        }
+                    }
+                }
+                _ => {
+                    self.pending.push(Pending::Text(ERROR));
+                    done
+                }
+            },
             b"quit" => (line_end, Step::Close),
             _ => {
                 self.pending.push(Pending::Text(ERROR));
@@ -387,6 +593,8 @@ enum Step {
     Done,
     NeedMore,
     Stalled,
+    /// Taken, but parse no further this round (a dump is being written).
+    Paused,
     Close,
 }
 
@@ -394,6 +602,10 @@ impl Session for MemcacheSession {
     fn parse(&mut self, input: &mut BytesMut, worker: &mut Worker<'_>) -> Parsed {
         if self.closing {
             return Parsed::Close;
+        }
+        if matches!(self.pending.last(), Some(Pending::MetaDump(_))) {
+            // A dump is being written: come back next round.
+            return Parsed::Budget;
         }
         for _ in 0..MAX_REQUESTS_PER_ROUND {
             if input.is_empty() {
@@ -403,6 +615,7 @@ impl Session for MemcacheSession {
                 Step::Done => {}
                 Step::NeedMore => return Parsed::NeedMore,
                 Step::Stalled => return Parsed::Stalled,
+                Step::Paused => return Parsed::Budget,
                 Step::Close => {
                     self.closing = true;
                     return Parsed::Close;
@@ -413,7 +626,9 @@ impl Session for MemcacheSession {
     }
 
     fn reply(&mut self, worker: &mut Worker<'_>, out: &mut Output) {
-        for pending in self.pending.drain(..) {
+        // A dump is always the last request parsed in its round (parsing pauses after it).
+        let mut pending = std::mem::take(&mut self.pending);
+        for pending in pending.drain(..) {
             match pending {
                 Pending::Get { first, count, cas } => {
                     for i in 0..count {
@@ -495,7 +710,17 @@ impl Session for MemcacheSession {
                     StatsKind::Slabs => slabs_text(worker),
                     StatsKind::Items => items_text(worker),
                 }),
+                Pending::CacheDump { class, limit } => cachedump_text(worker, class, limit, out),
+                Pending::MetaDump(mut dump) => {
+                    if !dump.write(worker, out) {
+                        self.pending.push(Pending::MetaDump(dump));
+                    }
+                }
             }
+        }
+        // Keep the vector's capacity when nothing is left over.
+        if self.pending.is_empty() {
+            self.pending = pending;
         }
     }
 }

@@ -110,6 +110,14 @@ struct PagePool {
     next_unused: usize,
 }
 
+/// Where a walk over a class's live items ([`Slabs::walk_live`]) goes on: the page, by its place
+/// in the class's pages, and the slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalkCursor {
+    page: usize,
+    slot: usize,
+}
+
 /// Counters of slab memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SlabStats {
@@ -411,7 +419,9 @@ impl Slabs {
         self.state[class].lock().limbo.push_back((tag, loc));
     }
 
-    /// Marks `loc` live (the scheduler, when it queues its insert), its CLOCK counter at 0.
+    /// Marks `loc` live (the scheduler, when it queues its insert), its CLOCK counter at 0. The
+    /// mark is a release: a thread that sees it with an acquire load ([`Self::walk_live`]) sees
+    /// the item written.
     #[inline]
     pub fn set_live(&self, loc: Location) {
         if let Some((word, bit)) = self.bit(loc) {
@@ -421,7 +431,7 @@ impl Slabs {
                     w.fetch_and(!bit, Ordering::Relaxed);
                 }
             }
-            let old = self.word(&self.live, word).fetch_or(bit, Ordering::Relaxed);
+            let old = self.word(&self.live, word).fetch_or(bit, Ordering::Release);
             if old & bit == 0 {
                 self.live_items.fetch_add(1, Ordering::Relaxed);
             }
@@ -586,6 +596,58 @@ impl Slabs {
         }
         self.live_items.fetch_sub(freed, Ordering::Relaxed);
         freed
+    }
+
+    /// Hands `visit` the live items of class `class` in slab order, from `from` on, until it
+    /// returns false or the class is walked. Returns where to go on (the item `visit` refused),
+    /// or `None` when the class is done. Not a snapshot: items stored or removed meanwhile may
+    /// or may not be seen, as with memcached's dumps.
+    ///
+    /// # Safety
+    /// The calling thread is pinned ([`Epochs::pin`]) during the call.
+    pub unsafe fn walk_live(
+        &self,
+        class: usize,
+        from: WalkCursor,
+        mut visit: impl FnMut(ItemRef<'_>) -> bool,
+    ) -> Option<WalkCursor> {
+        let pages = self.state.get(class)?.lock().pages.clone();
+        let per_page = PAGE_SIZE / self.classes.size(class);
+        let mut slot = from.slot;
+        for (at, &page) in pages.iter().enumerate().skip(from.page) {
+            let page = page as usize;
+            while slot < per_page {
+                let word = slot / 64;
+                // Acquire: pairs with `set_live`'s release, so a live item is seen whole.
+                let mut bits = self
+                    .word(&self.live, page * WORDS_PER_PAGE + word)
+                    .load(Ordering::Acquire)
+                    & (!0u64 << (slot % 64));
+                while bits != 0 {
+                    let found = word * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let loc = join(page, found);
+                    // The page may have moved to another class since the list was taken.
+                    if found >= per_page || self.class_of(loc) != Some(class) {
+                        continue;
+                    }
+                    // SAFETY: the caller is pinned and `loc` was live when loaded (acquire), so
+                    // its slot holds a published item, not reused before the thread moves on.
+                    let Some(item) = (unsafe { self.item(loc) }) else {
+                        continue;
+                    };
+                    if !visit(item) {
+                        return Some(WalkCursor {
+                            page: at,
+                            slot: found,
+                        });
+                    }
+                }
+                slot = (word + 1) * 64;
+            }
+            slot = 0;
+        }
+        None
     }
 
     /// Counters for stats.
