@@ -150,6 +150,23 @@ fn delete_touch_flush_match_memcached() {
     );
 }
 
+/// Get-and-touch (memcached 1.5.3 on; pymemcache's `gat`/`gats`): the value as found, then the
+/// new expiry, so `gat -1` answers and the next `get` misses.
+#[test]
+fn gat_matches_memcached() {
+    same_as_memcached(
+        "gat",
+        &[
+            b"set a 3 0 2\r\nhi\r\nset b 0 0 1\r\nx\r\n",
+            b"gat 100 a missing b\r\n",
+            b"gats 100 a\r\n",
+            b"gat a\r\ngat\r\ngat x a\r\ngat 100\r\n",
+            b"gat -1 a\r\nget a b\r\n",
+            b"gat 0 b\r\ntouch b 100\r\n",
+        ],
+    );
+}
+
 #[test]
 fn malformed_commands_match_memcached() {
     let long_key = "k".repeat(251);

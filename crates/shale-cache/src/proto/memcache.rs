@@ -1,5 +1,5 @@
 //! The memcached text protocol (memcached's `protocol.txt`): get, gets, set, add, replace,
-//! append, prepend, cas, delete, incr, decr, touch, flush_all, stats (general, settings, slabs,
+//! append, prepend, cas, delete, incr, decr, touch, gat, gats, flush_all, stats (general, settings, slabs,
 //! items, cachedump), lru_crawler metadump, version, verbosity, quit, and `noreply` on every
 //! command that takes it. The two dumps are what memcached's admin tools list keys with
 //! (libmemcached's memcdump, memcached's memcached-tool); they walk slab memory in slab order,
@@ -44,6 +44,7 @@ const NO_MEMORY: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
 const LINE_TOO_LONG: &[u8] = b"CLIENT_ERROR line too long\r\n";
 const BAD_DELTA: &[u8] = b"CLIENT_ERROR invalid numeric delta argument\r\n";
 const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
+const INVALID_EXPTIME: &[u8] = b"CLIENT_ERROR invalid exptime argument\r\n";
 const DELETE_USAGE: &[u8] =
     b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
 
@@ -347,6 +348,42 @@ impl MemcacheSession {
                 });
                 done
             }
+            b"gat" | b"gats" => {
+                // Get and touch: each key's value as `get` finds it, then its expiry changed
+                // (so `gat -1` still returns the value, as memcached's does).
+                let Some(exptime) = tokens.get(1).filter(|_| count > 1) else {
+                    self.pending.push(Pending::Text(ERROR));
+                    return done;
+                };
+                let Some(exptime) = parse_num::<i64>(exptime) else {
+                    self.pending.push(Pending::Text(INVALID_EXPTIME));
+                    return done;
+                };
+                let keys = || words().skip(2);
+                if !keys().all(valid_key) {
+                    let reply = if keys().any(|k| k.len() > MAX_KEY_LEN) {
+                        BAD_FORMAT
+                    } else {
+                        ERROR
+                    };
+                    self.pending.push(Pending::Text(reply));
+                    return done;
+                }
+                let first = OpId(worker.pending() as u32);
+                for key in keys() {
+                    worker.get(key);
+                }
+                let expire_ms = expiry_ms(worker, exptime);
+                for key in keys() {
+                    worker.touch(key, expire_ms);
+                }
+                self.pending.push(Pending::Get {
+                    first,
+                    count: (count - 2) as u32,
+                    cas: command == b"gats",
+                });
+                done
+            }
             _ if count > MAX_WORDS => {
                 self.pending.push(Pending::Text(ERROR));
                 done
@@ -399,9 +436,7 @@ impl MemcacheSession {
                                 let id = worker.touch(key, expiry_ms(worker, exptime));
                                 self.pending.push(Pending::Touch { id, noreply });
                             }
-                            None => self
-                                .pending
-                                .push(Pending::Text(b"CLIENT_ERROR invalid exptime argument\r\n")),
+                            None => self.pending.push(Pending::Text(INVALID_EXPTIME)),
                         }
                     }
                     _ => self.pending.push(Pending::Text(ERROR)),
