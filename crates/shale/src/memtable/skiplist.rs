@@ -557,7 +557,8 @@ impl<'a> Target<'a> {
 #[inline]
 fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
     let common = a.len().min(b.len());
-    let (mut a_rest, mut b_rest) = (&a[..common], &b[..common]);
+    let (a, b, by_len) = (&a[..common], &b[..common], a.len().cmp(&b.len()));
+    let (mut a_rest, mut b_rest) = (a, b);
     while let (Some((a_word, a_tail)), Some((b_word, b_tail))) = (
         a_rest.split_first_chunk::<8>(),
         b_rest.split_first_chunk::<8>(),
@@ -568,15 +569,22 @@ fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
         }
         (a_rest, b_rest) = (a_tail, b_tail);
     }
-    // The tails are as long as each other (under eight bytes): zero-padded alike, they compare
-    // as words too (a key that differs from its neighbours only in its last bytes, as the
-    // fields of one hash do, otherwise pays a `memcmp` call per comparison).
-    let word = |tail: &[u8]| {
-        let mut w = [0u8; 8];
-        w[..tail.len()].copy_from_slice(tail);
-        u64::from_be_bytes(w)
+    if a_rest.is_empty() {
+        return by_len;
+    }
+    // The tails (as long as each other, under eight bytes) compare as words too: a key that
+    // differs from its neighbours only in its last bytes, as the fields of one hash do, would
+    // otherwise pay a `memcmp` call per comparison. Past eight bytes, the last eight of each
+    // are one load: the bytes before the tails are equal, so they decide nothing.
+    let word = |bytes: &[u8]| match bytes.last_chunk::<8>() {
+        Some(last) => u64::from_be_bytes(*last),
+        None => {
+            let mut w = [0u8; 8];
+            w[..bytes.len()].copy_from_slice(bytes);
+            u64::from_be_bytes(w)
+        }
     };
-    word(a_rest).cmp(&word(b_rest)).then(a.len().cmp(&b.len()))
+    word(a).cmp(&word(b)).then(by_len)
 }
 
 impl SkipListMemtable {
@@ -810,8 +818,9 @@ impl SkipListMemtable {
     /// Whether a sorted batch lies within one gap of the list at level [`NEIGHBOURS_LEVEL`], as
     /// a bucket of list elements pushed in a row does: the splice of its first node then carries
     /// to the others in a few comparisons, where searches from the head would compare along the
-    /// whole path for each. One search, for the first node; whichever path follows finds its
-    /// nodes loaded.
+    /// whole path for each. One search, for the first node, and only down to that level: the
+    /// few nodes above it stay in cache, while each level below costs a miss or two that only
+    /// the path taken next should pay (a scattered batch's searches overlap theirs).
     ///
     /// # Safety
     /// As for [`Self::link_sorted`]; the caller holds the insert lock.
@@ -833,6 +842,7 @@ impl SkipListMemtable {
         self.find_splices(
             std::slice::from_ref(&first),
             std::slice::from_mut(&mut splice),
+            NEIGHBOURS_LEVEL,
         );
         let bound = splice.succ[NEIGHBOURS_LEVEL];
         // SAFETY: `bound` is null or an initialized entry node reached by the search.
@@ -873,7 +883,7 @@ impl SkipListMemtable {
         }
         let mut splices = [Splice::new(head); SCATTERED_BATCH];
         let planned = searched_targets.len();
-        self.find_splices(&searched_targets, &mut splices[..planned]);
+        self.find_splices(&searched_targets, &mut splices[..planned], 0);
         let mut next_plan = 0;
         for (i, unlinked) in nodes.iter().enumerate() {
             let node = unlinked.as_ptr();
@@ -903,7 +913,7 @@ impl SkipListMemtable {
                     debug_assert!(planned < SCATTERED_BATCH);
                     let lone = &mut splices[SCATTERED_BATCH - 1];
                     *lone = Splice::new(head);
-                    self.find_splices(std::slice::from_ref(&target), std::slice::from_mut(lone));
+                    self.find_splices(std::slice::from_ref(&target), std::slice::from_mut(lone), 0);
                     lone
                 }
             };
@@ -937,15 +947,18 @@ impl SkipListMemtable {
     }
 
     /// Searches for the splice of each of `targets` (the last node before it at every level
-    /// below the list's height, and that node's successor) into `splices`, each given as
-    /// [`Splice::new`]. A step of each search in turn: where a step moves to a node, it starts
-    /// loading that node and goes on with the next search, so the searches' cache misses overlap.
-    fn find_splices(&self, targets: &[Target<'_>], splices: &mut [Splice]) {
+    /// from `bottom` up to the list's height, and that node's successor) into `splices`, each
+    /// given as [`Splice::new`]; the levels below `bottom` are left as they were. A step of each
+    /// search in turn: where a step moves to a node, it starts loading that node and goes on
+    /// with the next search, so the searches' cache misses overlap. `bottom` is below the list's
+    /// height.
+    fn find_splices(&self, targets: &[Target<'_>], splices: &mut [Splice], bottom: usize) {
         debug_assert!(targets.len() <= SCATTERED_BATCH && targets.len() == splices.len());
         let head = self.head.as_ptr();
         let top = self.max_height.load(AtomicOrdering::Relaxed) - 1;
-        // Each search's node, level, and the node after it there (loading); `done` once level 0
-        // is recorded.
+        debug_assert!(bottom <= top);
+        // Each search's node, level, and the node after it there (loading); `done` once level
+        // `bottom` is recorded.
         let mut at = [(head, top, ptr::null_mut::<Node>()); SCATTERED_BATCH];
         let mut done = [false; SCATTERED_BATCH];
         for s in at.iter_mut().take(targets.len()) {
@@ -981,7 +994,7 @@ impl SkipListMemtable {
                 }
                 splice.prev[level] = x;
                 splice.succ[level] = n;
-                if level == 0 {
+                if level == bottom {
                     done[s] = true;
                     left -= 1;
                     continue;

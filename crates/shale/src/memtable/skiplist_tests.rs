@@ -143,6 +143,22 @@ fn approximate_bytes_tracks_entry_sizes_not_chunks() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
+    /// Word-at-a-time comparison orders as byte slices do, for keys that share a prefix of any
+    /// length and differ (or not) anywhere in their last bytes, including tails of 1-7 bytes
+    /// after a run of equal words.
+    #[test]
+    fn compare_bytes_orders_as_slices_do(
+        prefix in proptest::collection::vec(0u8..3, 0..20),
+        a in proptest::collection::vec(0u8..3, 0..12),
+        b in proptest::collection::vec(0u8..3, 0..12),
+    ) {
+        let a = [prefix.as_slice(), &a].concat();
+        let b = [prefix.as_slice(), &b].concat();
+        prop_assert_eq!(compare_bytes(&a, &b), a.cmp(&b));
+        prop_assert_eq!(compare_bytes(&b, &a), b.cmp(&a));
+        prop_assert_eq!(compare_bytes(&a, &a), Ordering::Equal);
+    }
+
     #[test]
     fn memtable_matches_a_btreemap_model(
         puts in proptest::collection::vec((small_key(), 0u8..3, proptest::collection::vec(any::<u8>(), 0..20)), 0..300),
