@@ -76,6 +76,7 @@ Usage:
                       [-load] [-run] -P workloadfile [-p name=value]... [-threads N]
   shale-bench dbbench [--num N] [--rounds N] [--db-bench-arg ARG]... [--out FILE.md] ...  (see dbbench --help)
   shale-bench redis-compare [--rounds N] [--requests N] [--pipelines 1,16] ...  (see redis-compare --help)
+  shale-bench large-values [--rounds N] [--sizes 100,300] [--count N] [--clients N] ...  (see large-values --help)
   shale-bench memtable [-n THREADS] [-i KEYS] [-u UPDATE%] [-d SECS] [-k KEYSIZES] ...  (see memtable -help)
   shale-bench gen-trace -benchmarks=mixgraph [db_bench's mixgraph flags: -num=N -reads=N -keyrange_dist_a=..
                         -mix_get_ratio=.. ...] [-path_save_keys=FILE | -o FILE]     (Social Graph, key,op,size)

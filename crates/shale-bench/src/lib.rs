@@ -9,7 +9,7 @@
 //! Layout: `props` (configuration), `generator` and `rng` (YCSB's distributions), `record`
 //! (keys and verifiable values), `workload` (what clients do), `runner` and `measure` (threads,
 //! throttling, latency histograms, YCSB-cpp's lines), `backend` (engines), `app` (the main
-//! mode), `compare`, `cpucheck`, `dbbench`, `plot`, `redis_compare`, `scan_bench` and `tracegen` (the subcommands).
+//! mode), `compare`, `cpucheck`, `dbbench`, `large_values`, `plot`, `redis_compare`, `scan_bench` and `tracegen` (the subcommands).
 
 pub mod app;
 pub mod backend;
@@ -23,6 +23,7 @@ pub mod dbbench;
 pub mod error;
 pub mod fmt;
 pub mod generator;
+pub mod large_values;
 pub mod measure;
 pub mod memtable_bench;
 pub mod plot;

@@ -23,6 +23,9 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some("redis-compare") {
         return exit_code(redis_compare::run_command(&args[1..]));
     }
+    if args.first().map(String::as_str) == Some("large-values") {
+        return exit_code(shale_bench::large_values::run_command(&args[1..]));
+    }
     if args.first().map(String::as_str) == Some("memtable") {
         return exit_code(memtable_bench::run_command(&args[1..]));
     }
