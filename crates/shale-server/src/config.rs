@@ -18,8 +18,9 @@ pub const DEFAULT_DIR: &str = "./shale-data";
 pub const DEFAULT_MAXCLIENTS: usize = 10_000;
 /// Default `proto-max-bulk-len` (largest argument, hence largest value): 64 MiB, an eighth of
 /// Redis's 512 MiB, as most deployments lower it. Memory: while a value of `n` bytes is written,
-/// the server holds up to about `4n` (the read buffer, the write batch, the WAL group, the
-/// memtable), so each connection writing a value at this limit may take about 256 MiB for the
+/// the server holds about `2n` (the read buffer and the engine's write batch; the engine writes
+/// a value of 8 MiB or more straight to a blob file of its own, not through the WAL and the
+/// memtable), so each connection writing a value at this limit may take about 128 MiB for the
 /// length of the write. Raise it only with the memory for that.
 pub const DEFAULT_PROTO_MAX_BULK_LEN: usize = 64 << 20;
 /// Default `max-multibulk-len` (most arguments in one request): 1 Mi. Redis allows `INT_MAX`;

@@ -111,11 +111,18 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
                 fresh.extend_from_slice(&buf);
                 std::mem::replace(&mut buf, fresh)
             });
+            // Where the batch runs: a batch with a large argument on a blocking thread, others
+            // here until they would wait for a lock held by another thread's batch.
+            let mut place = if has_large_argument(&batch[from..]) {
+                Place::Blocking
+            } else {
+                Place::Here
+            };
             while from < batch.len() {
                 let Some((back, batch_back, out_back, outcome, durable)) =
-                    execute_durably(&shared, s, batch, from, o, spent.take()).await
+                    execute_durably(&shared, s, batch, from, o, spent.take(), place).await
                 else {
-                    // The blocking thread running a large batch died: nothing to answer with.
+                    // The thread running the batch died: nothing to answer with.
                     return;
                 };
                 (s, batch, o) = (back, batch_back, out_back);
@@ -124,6 +131,16 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
                     for _ in &batch[from..] {
                         ReplyWriter::new(&mut o, s.version).error(e.as_bytes());
                     }
+                    if matches!(outcome, exec::Outcome::Busy { .. }) {
+                        break;
+                    }
+                }
+                if let exec::Outcome::Busy { resume } = outcome {
+                    // The rest waits for a lock held by another batch: on a blocking thread.
+                    add(&shared.metrics.busy_batches, 1);
+                    from += resume;
+                    place = Place::Blocking;
+                    continue;
                 }
                 let exec::Outcome::Blocked { resume } = outcome else {
                     break;
@@ -215,13 +232,24 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
     let _ = stream.shutdown().await;
 }
 
-/// Executes `batch[from..]`, appending its replies to `out`, and makes its writes as durable
-/// as `appendfsync` asks before any reply leaves (see the module documentation). A batch with a
-/// large argument runs on a blocking thread, so the connection thread's other clients are not
-/// held up, and hands the WAL to the operating system there too: a value below the engine's
-/// large-value size goes through the WAL, and a `write` of megabytes can sleep in the kernel's
-/// dirty-page throttling. Returns what it took, the outcome and, on a durability failure, the
-/// error line to answer with; `None` when the blocking thread died.
+/// Where a batch runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// On the connection's thread, which serves other connections too: the batch must not wait
+    /// for locks ([`Session::must_not_wait`]).
+    Here,
+    /// On a blocking thread, where it may wait for locks: a batch with a large argument (copying
+    /// and logging it takes long enough to stall every other connection of the thread), or the
+    /// rest of a batch that met a lock held by another batch.
+    Blocking,
+}
+
+/// Executes `batch[from..]` at `place`, appending its replies to `out`, and makes its writes as
+/// durable as `appendfsync` asks before any reply leaves (see the module documentation). A batch
+/// on a blocking thread hands the WAL to the operating system there too: a value below the
+/// engine's large-value size goes through the WAL, and a `write` of megabytes can sleep in the
+/// kernel's dirty-page throttling. Returns what it took, the outcome and, on a durability
+/// failure, the error line to answer with; `None` when the thread that ran it died.
 async fn execute_durably(
     shared: &Arc<Shared>,
     mut s: Session,
@@ -229,6 +257,7 @@ async fn execute_durably(
     from: usize,
     mut o: BytesMut,
     spent: Option<BytesMut>,
+    place: Place,
 ) -> Option<(
     Session,
     Vec<Request>,
@@ -240,7 +269,12 @@ async fn execute_durably(
     // A cluster node's writes are durable when their commit returns.
     let writes = exec::writes_anything(part) && shared.store.replica().is_none();
     let always = shared.store.appendfsync() == Appendfsync::Always && writes;
-    let (ticket, outcome, s, batch, o, flushed) = if has_large_argument(part) {
+    let (ticket, outcome, s, batch, o, flushed) = if place == Place::Here {
+        s.must_not_wait = true;
+        let (ticket, outcome) = execute(shared, &mut s, part, &mut o, always);
+        s.must_not_wait = false;
+        (ticket, outcome, s, batch, o, None)
+    } else {
         let sh = shared.clone();
         tokio::task::spawn_blocking(move || {
             let mut batch = batch;
@@ -259,9 +293,6 @@ async fn execute_durably(
         })
         .await
         .ok()?
-    } else {
-        let (ticket, outcome) = execute(shared, &mut s, part, &mut o, always);
-        (ticket, outcome, s, batch, o, None)
     };
     let durable = match ticket {
         // Replies wait for the fsync that covers the batch's writes.

@@ -152,6 +152,7 @@ fn section(out: &mut String, shared: &Shared, _session: &Session, name: &str) {
                     .sum::<u64>(),
             );
             line("shale_pipeline_batches", &load(&m.batches));
+            line("shale_busy_batches", &load(&m.busy_batches));
             line("shale_unknown_commands", &load(&m.unknown_commands));
             line("shale_protocol_errors", &load(&m.protocol_errors));
         }

@@ -66,6 +66,10 @@ pub struct Session {
     /// `READONLY`: on a cluster node, reads run here even when it is a follower (possibly
     /// stale) instead of going to the leader.
     pub readonly: bool,
+    /// Set while the connection runs a batch on its own thread, which serves other connections
+    /// too: a batch whose key locks are held by another batch then stops with
+    /// [`Outcome::Busy`](crate::exec::Outcome::Busy) instead of waiting.
+    pub must_not_wait: bool,
 }
 
 /// The delay after a connection's first failed `AUTH`; each later failure doubles it.
@@ -92,6 +96,7 @@ impl Session {
             watch_flag: Arc::new(WatchFlag::default()),
             blocked: None,
             readonly: false,
+            must_not_wait: false,
         }
     }
 

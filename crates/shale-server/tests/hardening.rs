@@ -452,3 +452,110 @@ fn regression_issue_18_large_values_stall_no_one_and_cost_twice_their_size() {
         "peak memory grew {growth:.2}x the largest value"
     );
 }
+
+/// The lock stripe of `key` in the server's table (`store::locks`: FNV-1a with a final mix,
+/// 65,536 stripes).
+fn stripe_of(key: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    (h ^ (h >> 29)) % 65536
+}
+
+/// `field:N` of `INFO stats`.
+fn info_stat(con: &mut redis::Connection, field: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in INFO stats"))
+}
+
+#[test]
+fn regression_issue_18_a_write_behind_a_large_one_stalls_no_other_connection() {
+    let _timed = timed();
+    // One connection thread: every connection shares it.
+    let server = Server::start(&["--proto-max-bulk-len", "536870912", "--threads", "1"]);
+    let mut setup = server.client();
+    redis::cmd("SET")
+        .arg("other")
+        .arg("v")
+        .query::<()>(&mut setup)
+        .unwrap();
+    // A small key whose lock stripe is the large value's: its writes wait for the large write.
+    let twin = (0..)
+        .map(|i| format!("twin{i}"))
+        .find(|k| stripe_of(k.as_bytes()) == stripe_of(b"big"))
+        .unwrap();
+    let value = vec![b'x'; 200 * MB];
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let gets = probe(&server, stop.clone(), |c, _| {
+        let v: Option<String> = redis::cmd("GET").arg("other").query(c).unwrap();
+        assert_eq!(v.as_deref(), Some("v"));
+    });
+    let twins = {
+        let mut con = server.client();
+        let stop = stop.clone();
+        let twin = twin.clone();
+        std::thread::spawn(move || {
+            let mut took = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let start = Instant::now();
+                redis::cmd("SET")
+                    .arg(&twin)
+                    .arg("w")
+                    .query::<()>(&mut con)
+                    .unwrap();
+                took.push(start.elapsed());
+            }
+            took
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let mut writer = server.client();
+    // Three writes: the twin's SETs meet each one's lock as soon as it is taken.
+    let start = Instant::now();
+    for _ in 0..3 {
+        redis::cmd("SET")
+            .arg("big")
+            .arg(&value)
+            .query::<()>(&mut writer)
+            .unwrap();
+    }
+    let wrote = start.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let mut gets = gets.join().unwrap();
+    let mut twins = twins.join().unwrap();
+    gets.sort_unstable();
+    twins.sort_unstable();
+    let busy = info_stat(&mut setup, "shale_busy_batches");
+    eprintln!(
+        "wrote 3 x 200 MB in {wrote:?}; {} GETs p99 {:?} max {:?}; {} SETs of {twin} (the large \
+         value's stripe) max {:?}; {busy} batches waited off the connection thread",
+        gets.len(),
+        percentile(&gets, 0.99),
+        gets.last().unwrap(),
+        twins.len(),
+        twins.last().unwrap(),
+    );
+    let len: usize = redis::cmd("STRLEN").arg("big").query(&mut setup).unwrap();
+    assert_eq!(len, value.len());
+    let v: String = redis::cmd("GET").arg(&twin).query(&mut setup).unwrap();
+    assert_eq!(v, "w");
+    // The twin's SETs waited for the large write's lock off the connection thread, so the
+    // thread's other connection went on. Before the fix a twin's SET held the only connection
+    // thread until the large value was on disk, and every GET behind it waited as long. The
+    // bound leaves room for a loaded two-core machine, as the test above.
+    assert!(gets.len() > 20, "the GETs barely ran");
+    let bound = Duration::from_millis(250);
+    assert!(
+        *gets.last().unwrap() < bound,
+        "a GET waited {:?} (the large write took {wrote:?})",
+        gets.last()
+    );
+    // The case was exercised: a SET of the twin met the large write's lock.
+    assert!(busy > 0, "no batch met the large write's lock");
+}

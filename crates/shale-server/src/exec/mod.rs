@@ -36,6 +36,12 @@ use std::time::Instant;
 /// The error for a key over [`MAX_KEY_LEN`].
 pub const KEY_TOO_LONG: &str = "ERR key is too long (Shale keys are at most 67108800 bytes)";
 
+/// How long a batch under [`Session::must_not_wait`] waits for its locks before it stops with
+/// [`Outcome::Busy`]: a batch of small commands holds its locks for microseconds, one that
+/// writes a large value for as long as the value takes to reach the disk (a second or more
+/// for hundreds of MiB), and a connection thread that waits stalls every connection it serves.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_micros(500);
+
 /// Whether any of `requests` may write (under `appendfsync always` such a batch waits for an
 /// fsync; a batch of reads does not). EXEC counts as a write.
 pub fn writes_anything(requests: &[Request]) -> bool {
@@ -53,6 +59,13 @@ pub enum Outcome {
     /// The request before `resume` blocked (its wait is in `Session::blocked`): once it is
     /// answered, execution goes on from `resume`.
     Blocked {
+        /// The index of the first request not yet run.
+        resume: usize,
+    },
+    /// Under [`Session::must_not_wait`]: the request at `resume` (and those after it) did not
+    /// run, because a key lock its batch needs is held by another batch. The connection runs
+    /// them where waiting harms no one else.
+    Busy {
         /// The index of the first request not yet run.
         resume: usize,
     },
@@ -94,12 +107,14 @@ pub fn execute(
                 .find(|&j| exclusive(j) || is_txn(j))
                 .unwrap_or(requests.len())
         };
-        if let Some(blocked) =
-            run_segment(shared, session, &requests[i..end], &resolved[i..end], out)
-        {
-            return Outcome::Blocked {
-                resume: i + blocked + 1,
-            };
+        match run_segment(shared, session, &requests[i..end], &resolved[i..end], out) {
+            SegmentEnd::Ran => {}
+            SegmentEnd::Blocked(blocked) => {
+                return Outcome::Blocked {
+                    resume: i + blocked + 1,
+                }
+            }
+            SegmentEnd::Busy => return Outcome::Busy { resume: i },
         }
         i = end;
     }
@@ -126,15 +141,24 @@ fn stripes_of<'r>(
     stripes
 }
 
-/// Runs consecutive ordinary commands as one batch. Returns the index of a command that blocked
-/// (the batch ends there).
+/// How a call of [`run_segment`] ended.
+enum SegmentEnd {
+    /// Every command ran (or the connection is to close).
+    Ran,
+    /// The command at this index blocked: the batch ended there.
+    Blocked(usize),
+    /// Nothing ran: a lock it needs is held elsewhere and the session must not wait.
+    Busy,
+}
+
+/// Runs consecutive ordinary commands as one batch.
 fn run_segment(
     shared: &Shared,
     session: &mut Session,
     requests: &[Request],
     resolved: &[Option<usize>],
     out: &mut BytesMut,
-) -> Option<usize> {
+) -> SegmentEnd {
     let store = &shared.store;
     let commands = || {
         requests
@@ -143,7 +167,19 @@ fn run_segment(
     };
     let exclusive = resolved.len() == 1 && resolved[0].is_some_and(|c| COMMANDS[c].has(EXCLUSIVE));
     let mut txn = if exclusive && session.authenticated {
-        store.exclusive_txn()
+        if session.must_not_wait {
+            match store.exclusive_txn_until(Instant::now() + LOCK_WAIT) {
+                Some(txn) => txn,
+                None => return SegmentEnd::Busy,
+            }
+        } else {
+            store.exclusive_txn()
+        }
+    } else if session.must_not_wait {
+        match store.txn_until(&stripes_of(commands(), false), Instant::now() + LOCK_WAIT) {
+            Some(txn) => txn,
+            None => return SegmentEnd::Busy,
+        }
     } else {
         store.txn(&stripes_of(commands(), false))
     };
@@ -184,7 +220,7 @@ fn run_segment(
         }
     }
     finish(shared, session, txn, out, ran);
-    blocked
+    blocked.map_or(SegmentEnd::Ran, SegmentEnd::Blocked)
 }
 
 /// Commits a batch, reports a failed commit in the replies of the commands it carried, deletes

@@ -91,6 +91,9 @@ pub struct Metrics {
     pub net_output_bytes: AtomicU64,
     /// Pipeline batches executed.
     pub batches: AtomicU64,
+    /// Batches (or their rests) that met a key lock held by another batch and moved off their
+    /// connection's thread to wait for it.
+    pub busy_batches: AtomicU64,
     /// Requests executed (the sum over batches).
     pub batched_requests: AtomicU64,
     /// Keys deleted by expiry (lazily or by the sweep).
@@ -115,6 +118,7 @@ impl Default for Metrics {
             net_input_bytes: AtomicU64::new(0),
             net_output_bytes: AtomicU64::new(0),
             batches: AtomicU64::new(0),
+            busy_batches: AtomicU64::new(0),
             batched_requests: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
             auth_failures: AtomicU64::new(0),

@@ -85,7 +85,7 @@ pub fn render(shared: &Shared) -> String {
         &shared.store.commit_latency,
     );
 
-    let counters: [(&str, &str, u64); 12] = [
+    let counters: [(&str, &str, u64); 13] = [
         (
             "shale_unknown_commands_total",
             "Requests naming no known command.",
@@ -115,6 +115,11 @@ pub fn render(shared: &Shared) -> String {
             "shale_scan_skipped_blocks_total",
             "Unreadable SST blocks, SSTs and blob records that KEYS, SCAN and INFO stepped over.",
             load(&m.scan_skipped),
+        ),
+        (
+            "shale_busy_batches_total",
+            "Batches that met a key lock held by another batch and waited off their connection's thread.",
+            load(&m.busy_batches),
         ),
         (
             "shale_protocol_errors_total",

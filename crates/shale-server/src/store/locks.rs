@@ -11,6 +11,7 @@
 //! Two keys may share a stripe; that only costs concurrency, never correctness.
 
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
 
 /// Number of stripes (every one a `u16`): enough that 50-odd connections rarely collide. With
 /// 50 pipelining clients, 16 writes each, 800 keys are in flight at once; a batch of 16 writes
@@ -83,11 +84,7 @@ impl Stripes {
 
     /// Locks every stripe of `set` in ascending order, each once.
     pub(super) fn lock(&self, set: &StripeSet) -> Vec<StripeGuard<'_>> {
-        let mut order = set.stripes.clone();
-        // Exclusive first among equal stripes, so dedup keeps the strongest mode.
-        order.sort_unstable_by_key(|&(s, exclusive)| (s, !exclusive));
-        order.dedup_by_key(|&mut (s, _)| s);
-        order
+        Self::order(set)
             .into_iter()
             .map(|(i, exclusive)| {
                 let lock = &self.locks[usize::from(i)];
@@ -98,6 +95,37 @@ impl Stripes {
                 }
             })
             .collect()
+    }
+
+    /// Locks every stripe of `set` as [`Stripes::lock`] does if it can by `deadline`; `None`
+    /// (holding nothing) when a stripe is still held against it then. A connection thread uses
+    /// it so as not to wait long for a batch of another thread (which may be writing a large
+    /// value for a long time).
+    pub(super) fn lock_until(
+        &self,
+        set: &StripeSet,
+        deadline: Instant,
+    ) -> Option<Vec<StripeGuard<'_>>> {
+        Self::order(set)
+            .into_iter()
+            .map(|(i, exclusive)| {
+                let lock = &self.locks[usize::from(i)];
+                if exclusive {
+                    lock.try_write_until(deadline).map(StripeGuard::Exclusive)
+                } else {
+                    lock.try_read_until(deadline).map(StripeGuard::Shared)
+                }
+            })
+            .collect()
+    }
+
+    /// The stripes of `set` in ascending order, each once, exclusive where any key needs it.
+    fn order(set: &StripeSet) -> Vec<(u16, bool)> {
+        let mut order = set.stripes.clone();
+        // Exclusive first among equal stripes, so dedup keeps the strongest mode.
+        order.sort_unstable_by_key(|&(s, exclusive)| (s, !exclusive));
+        order.dedup_by_key(|&mut (s, _)| s);
+        order
     }
 }
 
@@ -115,5 +143,27 @@ mod tests {
         let guards = stripes.lock(&set);
         assert_eq!(guards.len(), 1);
         assert!(matches!(guards[0], StripeGuard::Exclusive(_)));
+    }
+
+    #[test]
+    fn lock_until_takes_nothing_when_a_stripe_stays_held_against_it() {
+        let stripes = Stripes::new();
+        let mut held = StripeSet::new();
+        held.add(b"busy");
+        let guards = stripes.lock(&held);
+        let mut wanted = StripeSet::new();
+        wanted.add(b"free");
+        wanted.add_shared(b"busy");
+        let soon = || Instant::now() + std::time::Duration::from_millis(1);
+        assert!(stripes.lock_until(&wanted, soon()).is_none());
+        // What it took before meeting the held stripe was released.
+        let mut free = StripeSet::new();
+        free.add(b"free");
+        assert!(stripes.lock_until(&free, Instant::now()).is_some());
+        drop(guards);
+        assert_eq!(
+            stripes.lock_until(&wanted, soon()).map(|g| g.len()),
+            Some(2)
+        );
     }
 }

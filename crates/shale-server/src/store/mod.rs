@@ -369,6 +369,23 @@ impl Store {
         Txn::new(self, self.keyspace.read(), self.stripes.lock(stripes))
     }
 
+    /// Starts a batch like [`Store::txn`] if it gets its locks by `deadline`; `None` (holding
+    /// nothing) when another batch still holds one then.
+    pub fn txn_until(&self, stripes: &StripeSet, deadline: Instant) -> Option<Txn<'_>> {
+        let keyspace = self.keyspace.try_read_until(deadline)?;
+        let stripes = self.stripes.lock_until(stripes, deadline)?;
+        Some(Txn::new(self, keyspace, stripes))
+    }
+
+    /// Starts a batch like [`Store::exclusive_txn`] if every other batch ends by `deadline`;
+    /// `None` otherwise.
+    pub fn exclusive_txn_until(&self, deadline: Instant) -> Option<Txn<'_>> {
+        Some(Txn::exclusive(
+            self,
+            self.keyspace.try_write_until(deadline)?,
+        ))
+    }
+
     /// Starts a batch that holds the whole keyspace exclusively (FLUSHDB, SWAPDB).
     pub fn exclusive_txn(&self) -> Txn<'_> {
         Txn::exclusive(self, self.keyspace.write())

@@ -44,7 +44,14 @@ impl Server {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let mut child = Command::new(env!("CARGO_BIN_EXE_shale"))
             .arg("serve")
-            .args(["--port", "0", "--threads", "2", "--dir"])
+            .args(["--port", "0"])
+            // Two connection threads unless the test picks its own number.
+            .args(
+                ["--threads", "2"]
+                    .iter()
+                    .filter(|_| !args.iter().any(|a| a == "--threads")),
+            )
+            .arg("--dir")
             .arg(dir)
             .args(&args)
             .stdout(Stdio::piped())
