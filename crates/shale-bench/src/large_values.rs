@@ -42,11 +42,12 @@ const MIB: usize = 1 << 20;
 pub const USAGE: &str = "\
 Usage: shale-bench large-values [--rounds N] [--sizes 100,300] [--count N] [--clients N]
                                 [--redis none,everysec] [--shale-arg ARG]... [--shale-bin PATH]
-                                [--cpucheck SECS] [--out FILE.md]
+                                [--baseline PATH] [--cpucheck SECS] [--out FILE.md]
 One client SETs --count values of each size (MiB) while --clients others run small GETs and SETs;
 reports their p50/p99/max latency during the large writes and the servers' peak memory growth.
 Shale runs with its defaults plus --proto-max-bulk-len 536870912 (and any --shale-arg); Redis
-persistence is none (no RDB, no AOF) or everysec/always/no (AOF with that appendfsync).";
+persistence is none (no RDB, no AOF) or everysec/always/no (AOF with that appendfsync).
+--baseline runs another `shale` binary (an older build) the same way, as one more server.";
 
 /// Arguments.
 #[derive(Debug, Clone)]
@@ -65,6 +66,8 @@ pub struct LargeValuesArgs {
     pub shale_args: Vec<String>,
     /// The `shale` binary.
     pub shale_bin: Option<PathBuf>,
+    /// Another `shale` binary run the same way (an older build, to compare against).
+    pub baseline: Option<PathBuf>,
     /// Seconds of the CPU check per round (0: none).
     pub cpucheck_secs: u32,
     /// Markdown report file.
@@ -81,6 +84,7 @@ impl Default for LargeValuesArgs {
             redis_modes: vec!["none".into(), "everysec".into()],
             shale_args: Vec::new(),
             shale_bin: None,
+            baseline: None,
             cpucheck_secs: 5,
             out: None,
         }
@@ -133,6 +137,7 @@ pub fn parse_args(args: &[String]) -> Result<Option<LargeValuesArgs>> {
             }
             "shale-arg" => a.shale_args.push(v.clone()),
             "shale-bin" => a.shale_bin = Some(PathBuf::from(v)),
+            "baseline" => a.baseline = Some(PathBuf::from(v)),
             "cpucheck" => a.cpucheck_secs = num(v)? as u32,
             "out" | "o" => a.out = Some(PathBuf::from(v)),
             _ => {
@@ -165,10 +170,11 @@ pub fn run_command(args: &[String]) -> Result<bool> {
     Ok(true)
 }
 
-/// A server under test: Shale, or Redis with one persistence mode.
+/// A server under test: Shale, the baseline build of Shale, or Redis with one persistence mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Server {
     Shale,
+    Baseline(PathBuf),
     Redis(String),
 }
 
@@ -176,6 +182,7 @@ impl Server {
     fn label(&self) -> String {
         match self {
             Server::Shale => "Shale".into(),
+            Server::Baseline(_) => "Shale baseline".into(),
             Server::Redis(m) => format!("Redis ({m})"),
         }
     }
@@ -241,6 +248,12 @@ fn run(a: &LargeValuesArgs) -> Result<String> {
     let largest = a.sizes_mib.iter().max().copied().unwrap_or(1) * MIB;
     let value = random_bytes(largest);
     let mut servers = vec![Server::Shale];
+    if let Some(baseline) = &a.baseline {
+        if !baseline.is_file() {
+            return Err(Error::usage(format!("{} not found", baseline.display())));
+        }
+        servers.push(Server::Baseline(baseline.clone()));
+    }
     servers.extend(a.redis_modes.iter().cloned().map(Server::Redis));
     // (server index, size index) -> figures per round.
     let mut results: Vec<Vec<Vec<SizeFigures>>> =
@@ -263,6 +276,7 @@ fn run(a: &LargeValuesArgs) -> Result<String> {
             let port = free_port()?;
             let mut child = match server {
                 Server::Shale => start_shale(&shale, port, &tmp, &a.shale_args)?,
+                Server::Baseline(bin) => start_shale(bin, port, &tmp, &a.shale_args)?,
                 Server::Redis(mode) => start_redis(port, &tmp, mode)?,
             };
             let outcome = wait_ready(port).and_then(|()| run_once(a, port, child.id(), &value));
@@ -618,7 +632,7 @@ fn report(
             ));
         }
     }
-    if servers.len() > 1 {
+    if servers.iter().any(|s| matches!(s, Server::Redis(_))) {
         s.push_str(
             "\nShale/Redis (of the medians; below 1 is Shale lower):\n\n| size MiB | against | \
              GET p99 | GET max | SET p99 | SET max | large SETs s |\n|---|---|---|---|---|---|---|\n",
@@ -631,6 +645,9 @@ fn report(
         for (zi, mib) in a.sizes_mib.iter().enumerate() {
             let sh = &results[0][zi];
             for (si, server) in servers.iter().enumerate().skip(1) {
+                if !matches!(server, Server::Redis(_)) {
+                    continue;
+                }
                 let re = &results[si][zi];
                 let r = |f: &dyn Fn(&SizeFigures) -> f64| ratio(med(sh, f), med(re, f));
                 s.push_str(&format!(
@@ -664,6 +681,7 @@ mod tests {
         assert_eq!((a.count, a.clients), (2, 6));
         assert_eq!(a.redis_modes, vec!["everysec".to_string()]);
         assert_eq!(a.shale_args, vec!["--threads".to_string(), "1".to_string()]);
+        assert_eq!(a.baseline, None);
         assert!(parse_args(&["--redis".into(), "sometimes".into()]).is_err());
         assert!(parse_args(&["--sizes".into(), "big".into()]).is_err());
         assert!(parse_args(&["--bogus".into(), "1".into()]).is_err());
