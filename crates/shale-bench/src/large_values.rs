@@ -19,7 +19,7 @@
 use crate::compare::median;
 use crate::cpucheck::{rounds_line, sysbench_cpu_events_per_sec};
 use crate::error::{Error, Result};
-use crate::redis_compare::{default_shale_bin, free_port, stop, tempdir, wait_ready};
+use crate::redis_compare::{default_shale_bin, free_port, start_redis, stop, tempdir, wait_ready};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -333,22 +333,6 @@ fn start_shale(bin: &Path, port: u16, dir: &Path, extra: &[String]) -> Result<Ch
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| Error::io(format!("cannot start {}", bin.display()), e))
-}
-
-fn start_redis(port: u16, dir: &Path, mode: &str) -> Result<Child> {
-    let mut cmd = Command::new("redis-server");
-    cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--save", ""])
-        .arg("--dir")
-        .arg(dir);
-    match mode {
-        "none" => cmd.args(["--appendonly", "no"]),
-        fsync => cmd.args(["--appendonly", "yes", "--appendfsync", fsync]),
-    };
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| Error::io("cannot start redis-server", e))
 }
 
 /// One RESP connection that sends one command and reads its reply at a time.

@@ -355,7 +355,9 @@ fn start_shale(bin: &Path, port: u16, dir: &Path, mode: &str) -> Result<Child> {
         .map_err(|e| Error::io(format!("cannot start {}", bin.display()), e))
 }
 
-fn start_redis(port: u16, dir: &Path, mode: &str) -> Result<Child> {
+/// Starts `redis-server` on `port` with its files in `dir`, without RDB snapshots, and with
+/// persistence `mode`: `none` (no AOF) or an `appendfsync` value (AOF on).
+pub(crate) fn start_redis(port: u16, dir: &Path, mode: &str) -> Result<Child> {
     let mut cmd = Command::new("redis-server");
     cmd.args([
         "--bind",
