@@ -13,9 +13,11 @@
 //!   striped key locks, expiry.
 //! - `session`, `shared`: per-connection and server-wide state.
 //! - `info`, `metrics`: INFO and the Prometheus endpoint.
+//! - `alloc`: the binary's memory allocator (large blocks straight from the system).
 //!
 //! `docs/design/0005-server.md` explains the decisions.
 
+pub mod alloc;
 pub mod cache_mode;
 pub mod cluster;
 pub mod commands;

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// mimalloc: the server allocates and frees small buffers per request on several threads, which
-/// glibc's allocator serves with more locking and consolidation work.
+/// glibc's allocator serves with more locking and consolidation work. Blocks of large values are
+/// mappings of their own, returned to the system when freed (`shale_server::alloc`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: shale_server::alloc::ServerAlloc = shale_server::alloc::ServerAlloc;
 
 #[derive(Parser)]
 #[command(
