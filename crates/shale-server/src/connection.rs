@@ -67,17 +67,7 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
         if *shutdown.borrow() {
             break;
         }
-        let needed = decoder.bytes_needed();
-        // A large argument on its way gets room for all of it at once, so the buffer is never
-        // copied as it grows (copying tens of MiB into fresh memory stalls the thread for
-        // hundreds of milliseconds). It is bounded by proto-max-bulk-len, and its pages are only
-        // touched as the bytes arrive.
-        let want = if needed > MAX_READ_RESERVE {
-            needed
-        } else {
-            needed.max(READ_CHUNK)
-        };
-        buf.reserve(want);
+        reserve_read(&mut buf, decoder.bytes_needed());
         if !std::mem::take(&mut pending_input) {
             let n = tokio::select! {
                 r = read_some(&stream, &mut buf) => match r {
@@ -230,6 +220,27 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
         exec::end_session(&shared, &mut s);
     }
     let _ = stream.shutdown().await;
+}
+
+/// Makes room in `buf` for the next read, `needed` being what the decoder still needs
+/// ([`RequestDecoder::bytes_needed`]).
+///
+/// A large argument on its way gets room for all of it at once, so the buffer is never copied as
+/// it grows (copying tens of MiB into fresh memory stalls the thread for hundreds of
+/// milliseconds). It is bounded by proto-max-bulk-len, and its pages are only touched as the
+/// bytes arrive. While the buffer holds more than [`MAX_READ_RESERVE`] bytes (the part of a large
+/// argument that has arrived, or a long pipeline), it gets only what the decoder needs: near the
+/// end of a large argument the room reserved for it still holds the rest, and asking for
+/// [`READ_CHUNK`] bytes when fewer are left would grow the buffer, which doubles it and copies
+/// every byte in it (a 300 MB value: a second or more on the connection thread, stalling its
+/// other clients, and the value's memory twice over).
+fn reserve_read(buf: &mut BytesMut, needed: usize) {
+    let want = if needed > MAX_READ_RESERVE || buf.len() > MAX_READ_RESERVE {
+        needed
+    } else {
+        needed.max(READ_CHUNK)
+    };
+    buf.reserve(want);
 }
 
 /// Where a batch runs.
@@ -406,5 +417,60 @@ async fn read_some(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> 
             (Err(e), None) => return Err(e),
             (Ok(n), None) => return Ok(n),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shale_proto::resp::Limits;
+
+    /// A large argument arriving in pieces smaller than [`READ_CHUNK`] (as a loaded sender's
+    /// segments do) fills the room reserved for it when its length was read: the buffer is never
+    /// reallocated, so its bytes are never copied on the connection thread. Before the fix the
+    /// read before the last asked for `READ_CHUNK` bytes with fewer left, which doubled the
+    /// buffer and copied the whole argument.
+    #[test]
+    fn a_large_argument_is_read_into_the_room_reserved_for_it_without_a_copy() {
+        const VALUE: usize = 40 << 20;
+        const PIECE: usize = 10_000;
+        let mut decoder = RequestDecoder::new(Limits::default());
+        let mut requests = Vec::new();
+        let mut buf = BytesMut::new();
+        let header = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${VALUE}\r\n");
+        let mut input = header.into_bytes();
+        input.extend(std::iter::repeat_n(b'v', VALUE));
+        input.extend_from_slice(b"\r\n");
+        let mut sent = 0;
+        // Where the room for the argument starts and how much there is, once it was reserved.
+        let mut room: Option<(*const u8, usize)> = None;
+        while requests.is_empty() {
+            reserve_read(&mut buf, decoder.bytes_needed());
+            let spare = buf.capacity() - buf.len();
+            assert!(spare > 0, "no room to read into with {sent} bytes sent");
+            match room {
+                Some(r) => assert_eq!(
+                    (buf.as_ptr(), buf.capacity()),
+                    r,
+                    "the buffer was reallocated with {} bytes left to read",
+                    input.len() - sent
+                ),
+                None if buf.capacity() > VALUE => room = Some((buf.as_ptr(), buf.capacity())),
+                None => {}
+            }
+            // The header arrives on its own; then the value, a piece at a time.
+            let n = if sent == 0 {
+                input.len() - VALUE - 2
+            } else {
+                PIECE.min(spare).min(input.len() - sent)
+            };
+            buf.extend_from_slice(&input[sent..sent + n]);
+            sent += n;
+            decoder.decode_all(&mut buf, &mut requests).unwrap();
+        }
+        assert!(room.is_some(), "no room was reserved for the argument");
+        assert_eq!(sent, input.len());
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].argv()[2].len(), VALUE);
     }
 }
