@@ -22,7 +22,7 @@ use shale::fs::MemFs;
 use shale::{Db, ErrorKind, GcEngineKind, GcMode, Options, NO_BLOB_FILES};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -1036,17 +1036,30 @@ fn concurrent_gc(mode: GcMode, ops: u64) {
     };
     let db = Arc::new(Db::open(DIR, options).unwrap());
     let progress = Arc::new(AtomicU64::new(0));
+    let finished = Arc::new(AtomicBool::new(false));
+    // The writer goes on past `ops` (up to 20 times as many) until a GC has run: on a busy
+    // machine the first `ops` writes can end before the background GC gets a core. Returns how
+    // many operations it wrote and the GC runs it saw while it was still writing.
     let writer = {
         let db = db.clone();
-        let progress = progress.clone();
+        let (progress, finished) = (progress.clone(), finished.clone());
         std::thread::spawn(move || {
-            for n in 0..ops {
+            let mut n = 0;
+            let mut gc_runs = 0;
+            while n < ops || (gc_runs == 0 && n < ops * 20) {
                 match writer_op(n, KEYS) {
                     (k, Some(v)) => db.put(&k, &v).unwrap(),
                     (k, None) => db.delete(&k).unwrap(),
                 }
-                progress.store(n + 1, Ordering::Release);
+                n += 1;
+                progress.store(n, Ordering::Release);
+                if n == ops || (n > ops && n.is_multiple_of(64)) {
+                    gc_runs = db.stats().gc_runs;
+                }
             }
+            gc_runs = gc_runs.max(db.stats().gc_runs);
+            finished.store(true, Ordering::Release);
+            (n, gc_runs)
         })
     };
     let what = format!("{mode:?}");
@@ -1055,20 +1068,20 @@ fn concurrent_gc(mode: GcMode, ops: u64) {
     let mut base_n = 0u64;
     let mut held: Vec<(shale::Snapshot, Model, u64)> = Vec::new();
     let mut rounds = 0u64;
-    let mut gc_seen_during_writes = 0;
     loop {
+        // Read before the progress: once it is set, the progress is the writer's last.
+        let done = finished.load(Ordering::Acquire);
         let before = progress.load(Ordering::Acquire);
         while base_n < before {
             apply_op(&mut base, writer_op(base_n, KEYS));
             base_n += 1;
         }
-        let done = before == ops;
         rounds += 1;
         // A snapshot, scanned (slowly, while GC runs), then kept to be scanned again later.
         let snap = db.snapshot();
         let it = db.iter();
         let after = progress.load(Ordering::Acquire);
-        let hi = (after + 1).min(ops);
+        let hi = if done { after } else { after + 1 };
         let scanned: Model = snap
             .iter()
             .map(|r| r.unwrap_or_else(|e| panic!("{what}: snapshot scan: {e}")))
@@ -1119,14 +1132,11 @@ fn concurrent_gc(mode: GcMode, ops: u64) {
                 held.remove(0);
             }
         }
-        if !done {
-            gc_seen_during_writes = db.stats().gc_runs;
-        }
         if done {
             break;
         }
     }
-    writer.join().unwrap();
+    let (ops, gc_seen_during_writes) = writer.join().unwrap();
     eprintln!(
         "{what}: {ops} writes, {rounds} checker rounds, {gc_seen_during_writes} GC runs during the writes"
     );
