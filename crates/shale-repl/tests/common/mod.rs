@@ -22,11 +22,53 @@ use std::time::{Duration, Instant};
 pub struct Applied {
     /// Incarnation -> indexes in apply order.
     pub by_incarnation: Vec<Vec<u64>>,
-    /// Index -> kind ("write", "switch", "raft").
-    pub kinds: BTreeMap<u64, &'static str>,
+    /// Index -> what was applied there (see [`Applied::entry`]).
+    pub entries: BTreeMap<u64, AppliedEntry>,
     /// Violations seen by the hook (an index applied twice, or out of order, in one incarnation;
-    /// two kinds at one index).
+    /// two different entries at one index).
     pub violations: Vec<String>,
+}
+
+/// An applied entry: its kind ("write", "switch", "edit", "raft") and a hash of its content (of
+/// a `Write`'s batch bytes, of an `InstallEdit`'s fields; 0 for the others), so that two nodes
+/// that applied different batches at one index are told apart, not only different kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppliedEntry {
+    pub kind: &'static str,
+    pub digest: u64,
+}
+
+impl Applied {
+    /// What `command` (None: an entry of Raft's own) at an index is recorded as.
+    pub fn entry(command: Option<&Command>) -> AppliedEntry {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let kind = match command {
+            Some(Command::Write(data)) => {
+                data.hash(&mut h);
+                "write"
+            }
+            Some(Command::SwitchMemtable) => "switch",
+            Some(Command::InstallEdit(e)) => {
+                format!("{e:?}").hash(&mut h);
+                "edit"
+            }
+            None => "raft",
+        };
+        AppliedEntry {
+            kind,
+            digest: match kind {
+                "write" | "edit" => h.finish(),
+                _ => 0,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for AppliedEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {:016x}", self.kind, self.digest)
+    }
 }
 
 pub struct Node {
@@ -187,19 +229,14 @@ impl Cluster {
         let applied = node.applied.clone();
         let hook: ApplyHook = Arc::new(move |index, command| {
             let mut a = applied.lock();
-            let kind = match command {
-                Some(Command::Write(_)) => "write",
-                Some(Command::SwitchMemtable) => "switch",
-                Some(Command::InstallEdit(_)) => "edit",
-                None => "raft",
-            };
-            if let Some(&old) = a.kinds.get(&index) {
-                if old != kind {
+            let entry = Applied::entry(command);
+            if let Some(&old) = a.entries.get(&index) {
+                if old != entry {
                     a.violations
-                        .push(format!("index {index} applied as {old} and as {kind}"));
+                        .push(format!("index {index} applied as {old} and as {entry}"));
                 }
             }
-            a.kinds.insert(index, kind);
+            a.entries.insert(index, entry);
             let inc = a.by_incarnation.last_mut().expect("an incarnation");
             if let Some(&last) = inc.last() {
                 if index <= last {
@@ -428,15 +465,16 @@ impl Cluster {
                 "nodes at applied index {index} hold different data: {sums:?}"
             );
         }
-        let mut kinds: BTreeMap<u64, (&'static str, NodeId)> = BTreeMap::new();
+        // Every index is the same entry on every node that applied it, byte for byte.
+        let mut entries: BTreeMap<u64, (AppliedEntry, NodeId)> = BTreeMap::new();
         for (&id, node) in &self.nodes {
             let a = node.applied.lock();
             assert!(a.violations.is_empty(), "node {id}: {:?}", a.violations);
-            for (&index, &kind) in &a.kinds {
-                if let Some((other, by)) = kinds.insert(index, (kind, id)) {
+            for (&index, &entry) in &a.entries {
+                if let Some((other, by)) = entries.insert(index, (entry, id)) {
                     assert_eq!(
-                        other, kind,
-                        "index {index}: node {by} applied {other}, node {id} applied {kind}"
+                        other, entry,
+                        "index {index}: node {by} applied {other}, node {id} applied {entry}"
                     );
                 }
             }
@@ -448,7 +486,7 @@ impl Cluster {
             switches.push(since);
         }
         // Every switch index any node applied is a switch at that index on every node that
-        // applied the index (checked through `kinds` above); report them for the record.
+        // applied the index (checked through `entries` above); report them for the record.
         let _ = switches;
         if self.mode == ReplicationMode::Rubble {
             self.check_rubble();
