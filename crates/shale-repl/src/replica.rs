@@ -146,26 +146,49 @@ pub struct ClusterStatus {
     pub rubble: RubbleStatus,
 }
 
-enum Waiter {
-    Async(oneshot::Sender<Result<u64, ReplError>>),
-    Blocking(std::sync::mpsc::SyncSender<Result<u64, ReplError>>),
+/// What a writer is told when its entry is applied (or cannot be).
+type Settled = Box<dyn FnOnce(bool) + Send>;
+
+/// A queued batch's writer: answered once, after its `settled` callback ran.
+struct Waiter {
+    reply: Option<oneshot::Sender<Result<u64, ReplError>>>,
+    settled: Option<Settled>,
 }
 
 impl Waiter {
-    fn send(self, r: Result<u64, ReplError>) {
-        match self {
-            Waiter::Async(tx) => {
-                let _ = tx.send(r);
-            }
-            Waiter::Blocking(tx) => {
-                let _ = tx.send(r);
-            }
+    fn new(settled: Option<Settled>) -> (Waiter, PendingWrite) {
+        let (tx, rx) = oneshot::channel();
+        (
+            Waiter {
+                reply: Some(tx),
+                settled,
+            },
+            PendingWrite(rx),
+        )
+    }
+
+    fn send(mut self, r: Result<u64, ReplError>) {
+        if let Some(settled) = self.settled.take() {
+            settled(r.is_ok());
+        }
+        if let Some(tx) = self.reply.take() {
+            let _ = tx.send(r);
         }
     }
 }
 
-/// A write queued by [`Replica::submit`].
-pub struct PendingWrite(std::sync::mpsc::Receiver<Result<u64, ReplError>>);
+/// A writer dropped unanswered (the replica stopped, its runtime ended) still has its callback
+/// run: it may hold locks that other batches wait for.
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if let Some(settled) = self.settled.take() {
+            settled(false);
+        }
+    }
+}
+
+/// A write queued by [`Replica::submit`]: await it, or [`PendingWrite::wait`] for it.
+pub struct PendingWrite(oneshot::Receiver<Result<u64, ReplError>>);
 
 impl PendingWrite {
     /// Blocks until the write's entry is applied here and returns its index.
@@ -173,9 +196,20 @@ impl PendingWrite {
     /// # Errors
     /// As [`Replica::write`].
     pub fn wait(self) -> Result<u64, ReplError> {
-        self.0
-            .recv()
-            .unwrap_or_else(|_| Err(ReplError::Unavailable("the replica stopped".into())))
+        futures::executor::block_on(self)
+    }
+}
+
+impl std::future::Future for PendingWrite {
+    type Output = Result<u64, ReplError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx).map(|r| {
+            r.unwrap_or_else(|_| Err(ReplError::Unavailable("the replica stopped".into())))
+        })
     }
 }
 
@@ -382,10 +416,7 @@ impl Replica {
     /// `NotLeader` on a follower; `Unavailable` when leadership is lost or no quorum answers (the
     /// write may or may not be applied); `TooLarge`.
     pub async fn write(&self, batch: WriteBatch) -> Result<u64, ReplError> {
-        let (tx, rx) = oneshot::channel();
-        self.enqueue(batch, Waiter::Async(tx))?;
-        rx.await
-            .unwrap_or_else(|_| Err(ReplError::Unavailable("the replica stopped".into())))
+        self.submit(batch)?.await
     }
 
     /// [`Replica::write`] for a caller that may block its thread (not a runtime's worker that the
@@ -397,16 +428,35 @@ impl Replica {
         self.submit(batch)?.wait()
     }
 
-    /// Queues `batch` for replication and returns at once; [`PendingWrite::wait`] blocks until
+    /// Queues `batch` for replication and returns at once; the [`PendingWrite`] resolves once
     /// its entry is applied here. Batches are proposed in the order they were submitted, so a
     /// caller may submit under a lock that orders its batches and wait after releasing it.
     ///
     /// # Errors
     /// `NotLeader` on a follower; `Unavailable` while stopping; `TooLarge`.
     pub fn submit(&self, batch: WriteBatch) -> Result<PendingWrite, ReplError> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.enqueue(batch, Waiter::Blocking(tx))?;
-        Ok(PendingWrite(rx))
+        let (waiter, pending) = Waiter::new(None);
+        self.enqueue(batch, waiter)?;
+        Ok(pending)
+    }
+
+    /// [`Replica::submit`], and `settled` runs exactly once: with `true` once the entry is
+    /// applied here, with `false` when the write failed or may not be applied (also when this
+    /// call fails), always before the [`PendingWrite`] resolves. It runs on the replica's
+    /// runtime and must not block: a caller releases there what it held for the write (the
+    /// locks of the keys it wrote), so the next write of those keys need not wait until the
+    /// writer itself is scheduled.
+    ///
+    /// # Errors
+    /// As [`Replica::submit`].
+    pub fn submit_then(
+        &self,
+        batch: WriteBatch,
+        settled: impl FnOnce(bool) + Send + 'static,
+    ) -> Result<PendingWrite, ReplError> {
+        let (waiter, pending) = Waiter::new(Some(Box::new(settled)));
+        self.enqueue(batch, waiter)?;
+        Ok(pending)
     }
 
     fn enqueue(&self, batch: WriteBatch, waiter: Waiter) -> Result<(), ReplError> {

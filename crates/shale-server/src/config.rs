@@ -159,7 +159,10 @@ pub struct Config {
 pub const DEFAULT_HEARTBEAT_MS: u64 = shale_repl::DEFAULT_HEARTBEAT_MS;
 /// Default election timeout range in milliseconds.
 pub const DEFAULT_ELECTION_TIMEOUT_MS: (u64, u64) = shale_repl::DEFAULT_ELECTION_TIMEOUT_MS;
-/// Connection threads when `threads` is 0 on a single node: half the CPUs, at least one.
+/// Connection threads when `threads` is 0: half the CPUs, at least one. A cluster node uses as
+/// many: its connections await their Raft entries without blocking their thread (a 3-node
+/// cluster on two CPUs spent a third less CPU on pipelined SETs with 2 threads than with the 64
+/// it had when a write blocked its thread).
 ///
 /// The other half is left to the engine's flushes, compactions and WAL syncs, and to clients on
 /// the same machine. Measured (BENCHMARKS.md, issue 16): on two CPUs shared with 16 YCSB client
@@ -169,11 +172,6 @@ pub const DEFAULT_ELECTION_TIMEOUT_MS: (u64, u64) = shale_repl::DEFAULT_ELECTION
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
-
-/// Connection threads of a cluster node when `threads` is 0: a write batch waits for its Raft
-/// entry on its connection's thread (holding its key locks), so each of many concurrent clients
-/// needs a thread of its own for their writes to share entries and fsyncs.
-pub const CLUSTER_DEFAULT_THREADS: usize = 64;
 
 /// The `[cluster]` settings (command line: `--node-id`, `--raft-addr`, `--peers`, ...).
 #[derive(Debug, Clone, Deserialize, PartialEq)]

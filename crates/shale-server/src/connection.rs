@@ -16,7 +16,9 @@
 //!
 //! On a cluster node a batch first passes `cluster::dispatch`, which runs it here (its writes
 //! are durable once committed through the Raft log, so nothing is flushed or synced here) or
-//! forwards it to the leader.
+//! forwards it to the leader. A batch run here awaits its Raft entry without blocking the thread
+//! (`exec::settle`): the entry's apply releases the batch's key locks, and the thread serves its
+//! other connections meanwhile, whose batches join the same entries.
 
 use crate::cluster;
 use crate::config::Appendfsync;
@@ -284,6 +286,8 @@ async fn execute_durably(
         s.must_not_wait = true;
         let (ticket, outcome) = execute(shared, &mut s, part, &mut o, always);
         s.must_not_wait = false;
+        // A cluster node's commit, awaited while the thread serves its other connections.
+        exec::settle(shared, &mut s, &mut o).await;
         (ticket, outcome, s, batch, o, None)
     } else {
         let sh = shared.clone();

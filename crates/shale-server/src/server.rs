@@ -48,7 +48,6 @@ pub fn run(mut config: Config) -> Result<(), String> {
         tracing::warn!("{warning}");
     }
     let threads = match config.threads {
-        0 if config.cluster.enabled() => crate::config::CLUSTER_DEFAULT_THREADS,
         0 => crate::config::default_threads(),
         n => n,
     };

@@ -68,8 +68,12 @@ pub struct Session {
     pub readonly: bool,
     /// Set while the connection runs a batch on its own thread, which serves other connections
     /// too: a batch whose key locks are held by another batch then stops with
-    /// [`Outcome::Busy`](crate::exec::Outcome::Busy) instead of waiting.
+    /// [`Outcome::Busy`](crate::exec::Outcome::Busy) instead of waiting; on a cluster node its
+    /// commit does not wait for its Raft entry either, but leaves it in `pending`.
     pub must_not_wait: bool,
+    /// A cluster node's commit queued on the Raft log and not yet applied: the connection awaits
+    /// it ([`crate::exec::settle`]) before it answers or runs anything else.
+    pub pending: Option<crate::exec::PendingCommit>,
 }
 
 /// The delay after a connection's first failed `AUTH`; each later failure doubles it.
@@ -97,6 +101,7 @@ impl Session {
             blocked: None,
             readonly: false,
             must_not_wait: false,
+            pending: None,
         }
     }
 

@@ -288,27 +288,31 @@ fn start_cluster_with(tmp: &std::path::Path, extra: &[&str]) -> Vec<Node> {
             id: i + 1,
             client_port: client[i],
             dir: tmp.join(format!("n{}", i + 1)),
-            args: vec![
-                "--port".into(),
-                client[i].to_string(),
-                "--threads".into(),
-                "8".into(),
-                "--write-buffer-size".into(),
-                (1 << 20).to_string(),
-                "--node-id".into(),
-                (i + 1).to_string(),
-                "--raft-addr".into(),
-                format!("127.0.0.1:{}", raft[i]),
-                "--peers".into(),
-                peers.join(","),
-                "--heartbeat-ms".into(),
-                "100".into(),
-                "--election-timeout-ms".into(),
-                "800-1600".into(),
-            ]
-            .into_iter()
-            .chain(extra.iter().map(|a| a.to_string()))
-            .collect(),
+            args: vec!["--port".into(), client[i].to_string()]
+                .into_iter()
+                // Eight connection threads unless `extra` names a number.
+                .chain(
+                    ["--threads", "8"]
+                        .iter()
+                        .filter(|_| !extra.contains(&"--threads"))
+                        .map(|a| a.to_string()),
+                )
+                .chain([
+                    "--write-buffer-size".into(),
+                    (1 << 20).to_string(),
+                    "--node-id".into(),
+                    (i + 1).to_string(),
+                    "--raft-addr".into(),
+                    format!("127.0.0.1:{}", raft[i]),
+                    "--peers".into(),
+                    peers.join(","),
+                    "--heartbeat-ms".into(),
+                    "100".into(),
+                    "--election-timeout-ms".into(),
+                    "800-1600".into(),
+                ])
+                .chain(extra.iter().map(|a| a.to_string()))
+                .collect(),
             child: None,
         })
         .collect();
@@ -323,6 +327,112 @@ fn start_cluster_with(tmp: &std::path::Path, extra: &[&str]) -> Vec<Node> {
 fn a_three_process_cluster_survives_sigkill_and_sigstop_of_leader_and_follower() {
     let tmp = Scratch::new();
     kills_and_freezes_lose_nothing(start_cluster(tmp.path()));
+}
+
+/// A leader with one connection thread and many writing clients: a batch awaits its Raft entry
+/// without holding the thread, so the thread reads and runs the other clients' batches, which
+/// join the same entries (a batch that waited for its entry on the thread left every other
+/// client of the thread waiting: one batch per entry). And a batch's key locks are released
+/// only once its entry is applied: concurrent INCRs of shared keys lose no increment.
+#[test]
+fn one_connection_thread_feeds_many_clients_batches_into_shared_entries() {
+    const CLIENTS: usize = 24;
+    const ROUNDS: usize = 20;
+    const SHARED: usize = 3;
+    let tmp = Scratch::new();
+    let nodes = start_cluster_with(tmp.path(), &["--threads", "1"]);
+    let proposed = |info: &str| {
+        let n = |name| field(info, name).and_then(|v| v.parse::<u64>().ok());
+        (
+            n("raft_term"),
+            n("raft_proposed_batches").unwrap_or(0),
+            n("raft_proposed_entries").unwrap_or(0),
+        )
+    };
+    // Clients write through the leader: 8 SETs of keys of their own per pipeline, then
+    // (`shared`) one INCR of a shared key each. Returns the acknowledged and the unknown
+    // (failed: may or may not be applied) increments of each shared key.
+    let run = |port: u16, phase: &str, shared: bool| {
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let phase = phase.to_string();
+                std::thread::spawn(move || {
+                    let mut acked = [0u64; SHARED];
+                    let mut unknown = [0u64; SHARED];
+                    let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                        .unwrap()
+                        .get_connection_with_timeout(IO_TIMEOUT)
+                        .expect("connect to the leader");
+                    con.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+                    for r in 0..ROUNDS {
+                        let mut pipe = redis::pipe();
+                        if shared {
+                            pipe.cmd("INCR").arg(format!("ctr{}", (c + r) % SHARED));
+                        } else {
+                            for k in 0..8 {
+                                pipe.cmd("SET")
+                                    .arg(format!("{phase}-{c}-{r}-{k}"))
+                                    .arg(r)
+                                    .ignore();
+                            }
+                        }
+                        let result: redis::RedisResult<Vec<i64>> = pipe.query(&mut con);
+                        if shared {
+                            let slot = if result.is_ok() {
+                                &mut acked
+                            } else {
+                                &mut unknown
+                            };
+                            slot[(c + r) % SHARED] += 1;
+                        }
+                    }
+                    (acked, unknown)
+                })
+            })
+            .collect();
+        let mut acked = [0u64; SHARED];
+        let mut unknown = [0u64; SHARED];
+        for t in clients {
+            let (a, u) = t.join().unwrap();
+            for k in 0..SHARED {
+                acked[k] += a[k];
+                unknown[k] += u[k];
+            }
+        }
+        (acked, unknown)
+    };
+    // Batches per entry on the leader while the clients wrote their own keys; a leader that
+    // changed meanwhile (a starved process on a loaded machine) gets another try.
+    let mut ratio = None;
+    for attempt in 0..3 {
+        let l = wait_leader(&nodes, Duration::from_secs(20));
+        let before = proposed(&nodes[l].info().unwrap_or_default());
+        run(nodes[l].client_port, &format!("p{attempt}"), false);
+        let after = proposed(&nodes[l].info().unwrap_or_default());
+        if before.0.is_some() && before.0 == after.0 && after.2 > before.2 {
+            ratio = Some((after.1 - before.1) as f64 / (after.2 - before.2) as f64);
+            break;
+        }
+    }
+    let ratio = ratio.expect("the leader kept its term through one of three runs");
+    assert!(
+        ratio >= 1.5,
+        "{ratio:.2} client batches per Raft entry from {CLIENTS} clients on one connection thread"
+    );
+    let l = wait_leader(&nodes, Duration::from_secs(20));
+    let (acked, unknown) = run(nodes[l].client_port, "shared", true);
+    let l = wait_leader(&nodes, Duration::from_secs(20));
+    let mut con = nodes[l].client().expect("connect to the leader");
+    for k in 0..SHARED {
+        let got: Option<u64> = query(&mut con, &["GET", &format!("ctr{k}")]);
+        let got = got.unwrap_or(0);
+        assert!(
+            (acked[k]..=acked[k] + unknown[k]).contains(&got),
+            "ctr{k} = {got} after {} acknowledged and {} failed increments",
+            acked[k],
+            unknown[k]
+        );
+    }
 }
 
 /// The same schedule in rubble mode (only the leader flushes and compacts); then, with the

@@ -27,7 +27,7 @@ use crate::metrics::add;
 use crate::session::{After, Session};
 use crate::shared::Shared;
 use crate::store::format::Kind;
-use crate::store::{expiry, ElementReads, Mark, StripeSet, Txn};
+use crate::store::{expiry, Deferred, ElementReads, Mark, StripeSet, Txn};
 use bytes::BytesMut;
 use shale_proto::resp::Request;
 use std::sync::atomic::Ordering;
@@ -41,6 +41,56 @@ pub const KEY_TOO_LONG: &str = "ERR key is too long (Shale keys are at most 6710
 /// writes a large value for as long as the value takes to reach the disk (a second or more
 /// for hundreds of MiB), and a connection thread that waits stalls every connection it serves.
 pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// A batch's commit that a cluster node queued on its Raft log and has not applied yet (see
+/// [`Txn::commit_deferred`]): the replies of the batch's commands wait for it.
+pub struct PendingCommit {
+    deferred: Deferred,
+    /// Commands of the batch that ran (from its first).
+    ran: usize,
+    expired: Vec<(u8, Vec<u8>)>,
+    ready: Vec<(u8, Vec<u8>)>,
+}
+
+/// Waits, without blocking the thread, for the commit `session` left pending, replaces the
+/// replies of its commands with the error if it failed, and does what follows a commit.
+pub async fn settle(shared: &Shared, session: &mut Session, out: &mut BytesMut) {
+    if let Some(p) = session.pending.take() {
+        let failed = p.deferred.failed;
+        let result = p.deferred.settled(&shared.store).await;
+        conclude(
+            shared, session, out, failed, p.ran, result, p.expired, p.ready,
+        );
+    }
+}
+
+/// [`settle`], blocking the thread: the next batch of the session must not run before it.
+fn settle_now(shared: &Shared, session: &mut Session, out: &mut BytesMut) {
+    if let Some(p) = session.pending.take() {
+        let failed = p.deferred.failed;
+        let result = p.deferred.wait(&shared.store);
+        conclude(
+            shared, session, out, failed, p.ran, result, p.expired, p.ready,
+        );
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn conclude(
+    shared: &Shared,
+    session: &Session,
+    out: &mut BytesMut,
+    failed: Option<Mark>,
+    ran: usize,
+    result: shale::Result<()>,
+    expired: Vec<(u8, Vec<u8>)>,
+    ready: Vec<(u8, Vec<u8>)>,
+) {
+    if let (Err(e), Some(failed)) = (result, failed) {
+        replace_with_errors(session, out, failed, ran, &e);
+    }
+    after_commit(shared, expired, ready);
+}
 
 /// Whether any of `requests` may write (under `appendfsync always` such a batch waits for an
 /// fsync; a batch of reads does not). EXEC counts as a write.
@@ -90,6 +140,8 @@ pub fn execute(
     let exclusive = |i: usize| command(i).is_some_and(|c| c.has(EXCLUSIVE));
     let mut i = 0;
     while i < requests.len() && session.after == After::Continue {
+        // Whatever runs next runs after the previous segment's commit.
+        settle_now(shared, session, out);
         if session.multi.is_some() && !multi::runs_in_multi(command(i)) {
             multi::queue(session, &requests[i], command(i), out);
             i += 1;
@@ -166,9 +218,16 @@ fn run_segment(
             .zip(resolved.iter().map(|c| c.map(|c| &COMMANDS[c])))
     };
     let exclusive = resolved.len() == 1 && resolved[0].is_some_and(|c| COMMANDS[c].has(EXCLUSIVE));
+    // A cluster node's batch holds its locks until its Raft entry is applied, milliseconds:
+    // waiting for one there is never short.
+    let lock_wait = if store.replica().is_some() {
+        std::time::Duration::ZERO
+    } else {
+        LOCK_WAIT
+    };
     let mut txn = if exclusive && session.authenticated {
         if session.must_not_wait {
-            match store.exclusive_txn_until(Instant::now() + LOCK_WAIT) {
+            match store.exclusive_txn_until(Instant::now() + lock_wait) {
                 Some(txn) => txn,
                 None => return SegmentEnd::Busy,
             }
@@ -176,7 +235,7 @@ fn run_segment(
             store.exclusive_txn()
         }
     } else if session.must_not_wait {
-        match store.txn_until(&stripes_of(commands(), false), Instant::now() + LOCK_WAIT) {
+        match store.txn_until(&stripes_of(commands(), false), Instant::now() + lock_wait) {
             Some(txn) => txn,
             None => return SegmentEnd::Busy,
         }
@@ -225,8 +284,34 @@ fn run_segment(
 
 /// Commits a batch, reports a failed commit in the replies of the commands it carried, deletes
 /// the keys it found expired and serves the clients blocked on keys it filled.
-fn finish(shared: &Shared, session: &Session, mut txn: Txn<'_>, out: &mut BytesMut, ran: usize) {
-    if txn.commit().is_err() {
+///
+/// On a cluster node, a batch that must not wait leaves its commit in `session.pending`, its
+/// locks handed to its Raft entry, and returns at once (see [`settle`]).
+fn finish(
+    shared: &Shared,
+    session: &mut Session,
+    mut txn: Txn<'_>,
+    out: &mut BytesMut,
+    ran: usize,
+) {
+    let committed = if session.must_not_wait {
+        match txn.commit_deferred() {
+            Ok(Some(deferred)) => {
+                session.pending = Some(PendingCommit {
+                    deferred,
+                    ran,
+                    expired: txn.take_expired(),
+                    ready: txn.take_ready(),
+                });
+                return;
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        }
+    } else {
+        txn.commit()
+    };
+    if committed.is_err() {
         if let Some((failed, e)) = txn.take_failure() {
             replace_with_errors(session, out, failed, ran, &e);
         }

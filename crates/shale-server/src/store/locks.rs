@@ -4,13 +4,15 @@
 //! takes its key's stripe exclusively. A blind write (a plain `SET` or `MSET`, which replaces the
 //! key whatever it held) takes it shared: blind writes of one key may commit in either order (they
 //! overlap in time, so either order is linearizable), but never inside a read-modify-write's
-//! window. Locks are held until the batch commits.
+//! window. Locks are held until the batch commits: on a cluster node, until its Raft entry is
+//! applied here, and released by the apply itself ([`Held`]).
 //!
 //! A batch collects its stripes into a [`StripeSet`] and locks them in ascending order, each once
 //! (exclusive if any of its keys needs it), so two batches never wait on each other in a cycle.
 //! Two keys may share a stripe; that only costs concurrency, never correctness.
 
-use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::RwLock;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Number of stripes (every one a `u16`): enough that 50-odd connections rarely collide. With
@@ -64,106 +66,179 @@ fn stripe_hash(key: &[u8]) -> u64 {
     h ^ (h >> 29)
 }
 
-/// A held stripe.
-pub(super) enum StripeGuard<'a> {
-    Shared(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
-    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
+/// The keyspace lock and the stripe table, shared by the store and every [`Held`] set.
+pub(super) struct Locks {
+    /// Held shared by every batch, exclusively by FLUSHDB, FLUSHALL, SWAPDB and a new leader's
+    /// reload (see the store's module documentation).
+    keyspace: RwLock<()>,
+    stripes: Vec<RwLock<()>>,
 }
 
-/// The lock table.
-pub(super) struct Stripes {
-    locks: Vec<RwLock<()>>,
+/// Locks a batch holds: the keyspace lock (shared or exclusive) and its stripes. They are owned,
+/// not borrowed, and released when the set is dropped, on whatever thread drops it: a cluster
+/// node's batch hands them to its Raft entry, whose apply releases them (see
+/// `Store::commit_deferred`), while the connection that ran the batch serves others.
+pub(super) struct Held {
+    locks: Arc<Locks>,
+    /// Whether the keyspace lock is held, and exclusively.
+    keyspace: Option<bool>,
+    /// (stripe, exclusive), in the order taken.
+    stripes: Vec<(u16, bool)>,
 }
 
-impl Stripes {
-    pub(super) fn new() -> Self {
-        Stripes {
-            locks: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+impl Drop for Held {
+    fn drop(&mut self) {
+        for &(i, exclusive) in self.stripes.iter().rev() {
+            unlock(&self.locks.stripes[usize::from(i)], exclusive);
+        }
+        if let Some(exclusive) = self.keyspace {
+            unlock(&self.locks.keyspace, exclusive);
         }
     }
+}
 
-    /// Locks every stripe of `set` in ascending order, each once.
-    pub(super) fn lock(&self, set: &StripeSet) -> Vec<StripeGuard<'_>> {
-        Self::order(set)
-            .into_iter()
-            .map(|(i, exclusive)| {
-                let lock = &self.locks[usize::from(i)];
-                if exclusive {
-                    StripeGuard::Exclusive(lock.write())
-                } else {
-                    StripeGuard::Shared(lock.read())
-                }
-            })
-            .collect()
+/// Releases a lock whose guard was forgotten when it was taken.
+fn unlock(lock: &RwLock<()>, exclusive: bool) {
+    // SAFETY: `Held` records a lock only after taking it (in that mode) and forgetting its
+    // guard, and releases each record once, here. parking_lot's locks do not belong to the
+    // thread that took them (without its `deadlock_detection` feature, which is not enabled),
+    // so another thread may release them.
+    unsafe {
+        if exclusive {
+            lock.force_unlock_write();
+        } else {
+            lock.force_unlock_read();
+        }
+    }
+}
+
+impl Locks {
+    pub(super) fn new() -> Arc<Locks> {
+        Arc::new(Locks {
+            keyspace: RwLock::new(()),
+            stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+        })
     }
 
-    /// Locks every stripe of `set` as [`Stripes::lock`] does if it can by `deadline`; `None`
-    /// (holding nothing) when a stripe is still held against it then. A connection thread uses
-    /// it so as not to wait long for a batch of another thread (which may be writing a large
-    /// value for a long time).
-    pub(super) fn lock_until(
-        &self,
+    /// Takes the keyspace shared and every stripe of `set` in ascending order, each once,
+    /// waiting as long as it takes.
+    pub(super) fn batch(self: &Arc<Self>, set: &StripeSet) -> Held {
+        self.batch_until(set, None)
+            .expect("locks without a deadline are always taken")
+    }
+
+    /// [`Locks::batch`] if every lock is taken by `deadline` (`None`: no deadline); `None`,
+    /// holding nothing, when one is still held against it then.
+    pub(super) fn batch_until(
+        self: &Arc<Self>,
         set: &StripeSet,
-        deadline: Instant,
-    ) -> Option<Vec<StripeGuard<'_>>> {
-        Self::order(set)
-            .into_iter()
-            .map(|(i, exclusive)| {
-                let lock = &self.locks[usize::from(i)];
-                if exclusive {
-                    lock.try_write_until(deadline).map(StripeGuard::Exclusive)
-                } else {
-                    lock.try_read_until(deadline).map(StripeGuard::Shared)
-                }
-            })
-            .collect()
+        deadline: Option<Instant>,
+    ) -> Option<Held> {
+        let mut held = self.hold_keyspace(false, deadline)?;
+        for (i, exclusive) in order(set) {
+            if !take(&self.stripes[usize::from(i)], exclusive, deadline) {
+                return None;
+            }
+            held.stripes.push((i, exclusive));
+        }
+        Some(held)
     }
 
-    /// The stripes of `set` in ascending order, each once, exclusive where any key needs it.
-    fn order(set: &StripeSet) -> Vec<(u16, bool)> {
-        let mut order = set.stripes.clone();
-        // Exclusive first among equal stripes, so dedup keeps the strongest mode.
-        order.sort_unstable_by_key(|&(s, exclusive)| (s, !exclusive));
-        order.dedup_by_key(|&mut (s, _)| s);
-        order
+    /// Takes the keyspace exclusively (by `deadline`, when one is given): every other batch
+    /// has ended, and none starts until the set is dropped.
+    pub(super) fn whole(self: &Arc<Self>, deadline: Option<Instant>) -> Option<Held> {
+        self.hold_keyspace(true, deadline)
     }
+
+    fn hold_keyspace(self: &Arc<Self>, exclusive: bool, deadline: Option<Instant>) -> Option<Held> {
+        take(&self.keyspace, exclusive, deadline).then(|| Held {
+            locks: self.clone(),
+            keyspace: Some(exclusive),
+            stripes: Vec::new(),
+        })
+    }
+}
+
+/// Takes `lock` in the given mode (by `deadline`, when one is given) and forgets its guard (the
+/// caller records it in a [`Held`]). Whether it was taken.
+fn take(lock: &RwLock<()>, exclusive: bool, deadline: Option<Instant>) -> bool {
+    match (exclusive, deadline) {
+        (true, None) => std::mem::forget(lock.write()),
+        (false, None) => std::mem::forget(lock.read()),
+        (true, Some(d)) => match lock.try_write_until(d) {
+            Some(g) => std::mem::forget(g),
+            None => return false,
+        },
+        (false, Some(d)) => match lock.try_read_until(d) {
+            Some(g) => std::mem::forget(g),
+            None => return false,
+        },
+    }
+    true
+}
+
+/// The stripes of `set` in ascending order, each once, exclusive where any key needs it.
+fn order(set: &StripeSet) -> Vec<(u16, bool)> {
+    let mut order = set.stripes.clone();
+    // Exclusive first among equal stripes, so dedup keeps the strongest mode.
+    order.sort_unstable_by_key(|&(s, exclusive)| (s, !exclusive));
+    order.dedup_by_key(|&mut (s, _)| s);
+    order
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn a_key_needed_both_ways_is_locked_exclusively_once() {
-        let stripes = Stripes::new();
+        let locks = Locks::new();
         let mut set = StripeSet::new();
         set.add_shared(b"k");
         set.add(b"k");
         set.add_shared(b"k");
-        let guards = stripes.lock(&set);
-        assert_eq!(guards.len(), 1);
-        assert!(matches!(guards[0], StripeGuard::Exclusive(_)));
+        let held = locks.batch(&set);
+        assert_eq!(held.stripes.len(), 1);
+        assert!(held.stripes[0].1);
     }
 
     #[test]
-    fn lock_until_takes_nothing_when_a_stripe_stays_held_against_it() {
-        let stripes = Stripes::new();
-        let mut held = StripeSet::new();
-        held.add(b"busy");
-        let guards = stripes.lock(&held);
+    fn batch_until_takes_nothing_when_a_stripe_stays_held_against_it() {
+        let locks = Locks::new();
+        let mut busy = StripeSet::new();
+        busy.add(b"busy");
+        let held = locks.batch(&busy);
         let mut wanted = StripeSet::new();
         wanted.add(b"free");
         wanted.add_shared(b"busy");
-        let soon = || Instant::now() + std::time::Duration::from_millis(1);
-        assert!(stripes.lock_until(&wanted, soon()).is_none());
+        let soon = || Some(Instant::now() + Duration::from_millis(1));
+        assert!(locks.batch_until(&wanted, soon()).is_none());
         // What it took before meeting the held stripe was released.
         let mut free = StripeSet::new();
         free.add(b"free");
-        assert!(stripes.lock_until(&free, Instant::now()).is_some());
-        drop(guards);
+        assert!(locks.batch_until(&free, Some(Instant::now())).is_some());
+        drop(held);
         assert_eq!(
-            stripes.lock_until(&wanted, soon()).map(|g| g.len()),
+            locks.batch_until(&wanted, soon()).map(|h| h.stripes.len()),
             Some(2)
         );
+    }
+
+    #[test]
+    fn locks_released_on_another_thread_are_free_again() {
+        let locks = Locks::new();
+        let mut set = StripeSet::new();
+        set.add(b"k");
+        set.add_shared(b"j");
+        let held = locks.batch(&set);
+        assert!(locks.whole(Some(Instant::now())).is_none());
+        std::thread::spawn(move || drop(held)).join().unwrap();
+        let whole = locks
+            .whole(Some(Instant::now()))
+            .expect("the keyspace is free");
+        assert_eq!(whole.keyspace, Some(true));
+        drop(whole);
+        assert!(locks.batch_until(&set, Some(Instant::now())).is_some());
     }
 }

@@ -25,7 +25,11 @@
 //! - Nothing awaits while a lock is held: a batch runs start to end on one thread.
 //!
 //! On a cluster node ([`Store::replicated`]) the commit proposes the batch to the Raft log and
-//! waits, holding the batch's stripes but not the count lock, until its entry is applied here.
+//! the batch's locks (keyspace shared, stripes; not the count lock) stay held until its entry
+//! is applied here, so the next batch on those keys reads what it wrote. A batch on a
+//! connection thread does not wait for that: [`Txn::commit_deferred`] hands its locks to the
+//! entry, whose apply releases them on the replica's runtime, and the connection awaits the
+//! entry ([`Deferred`]) while its thread serves other connections. Other commits wait, blocking.
 //! Entries applied from another leader do not pass through [`Store::commit`], so the in-memory
 //! state (database map, counts, generation counter) is reloaded from the engine when this node
 //! starts leading in a new term ([`Store::take_leadership`]); a follower reads counts from the
@@ -47,13 +51,14 @@ mod txn;
 pub mod watch;
 pub mod zsets;
 
+use locks::Held;
 pub use locks::StripeSet;
 pub use txn::{upper_bound, Dir, ElementReads, Mark, Skips, Txn};
 
 use crate::config::Appendfsync;
 use crate::metrics::Histogram;
 use format::DATABASES;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use shale::{Db, Durability, WriteBatch, WriteOptions};
 use shale_repl::{PendingWrite, Replica};
 use std::borrow::Cow;
@@ -113,9 +118,9 @@ pub struct Store {
     replica: Option<Arc<Replica>>,
     /// On a cluster node: the term whose leadership the in-memory state was loaded for (0: not
     /// loaded as leader, or invalidated by a failed commit).
-    leader_term: AtomicU64,
-    stripes: locks::Stripes,
-    keyspace: RwLock<()>,
+    leader_term: Arc<AtomicU64>,
+    /// The keyspace lock and the key stripes.
+    locks: Arc<locks::Locks>,
     // INVARIANT: greater than every counter value whose generation is stored in the engine
     // (restored from `format::GENERATION_KEY` and the clock at open, persisted with every batch
     // that creates a collection).
@@ -177,9 +182,8 @@ impl Store {
         Ok(Store {
             db,
             replica,
-            leader_term: AtomicU64::new(0),
-            stripes: locks::Stripes::new(),
-            keyspace: RwLock::new(()),
+            leader_term: Arc::new(AtomicU64::new(0)),
+            locks: locks::Locks::new(),
             next_generation: AtomicU64::new(state.generation_counter.max(clock) + 1),
             db_map: state.db_map.map(AtomicU8::new),
             count_view: state.counts.map(AtomicU64::new),
@@ -220,7 +224,7 @@ impl Store {
         if self.leader_term.load(Ordering::Acquire) == term {
             return Ok(());
         }
-        let _keyspace = self.keyspace.write();
+        let _whole = self.locks.whole(None);
         if self.leader_term.load(Ordering::Acquire) == term {
             return Ok(());
         }
@@ -228,7 +232,7 @@ impl Store {
         if !migrate::has_records(&self.db)? {
             let mut batch = WriteBatch::new();
             migrate::write_fresh_records(&mut batch, &state.counts);
-            self.start_write(batch)?.finish()?;
+            self.start_write(batch, None)?.finish()?;
         }
         let clock = now_ms().saturating_mul(1000);
         self.next_generation
@@ -366,29 +370,27 @@ impl Store {
 
     /// Starts a batch that will write the keys whose stripes are in `stripes`.
     pub fn txn(&self, stripes: &StripeSet) -> Txn<'_> {
-        Txn::new(self, self.keyspace.read(), self.stripes.lock(stripes))
+        Txn::new(self, self.locks.batch(stripes), false)
     }
 
     /// Starts a batch like [`Store::txn`] if it gets its locks by `deadline`; `None` (holding
     /// nothing) when another batch still holds one then.
     pub fn txn_until(&self, stripes: &StripeSet, deadline: Instant) -> Option<Txn<'_>> {
-        let keyspace = self.keyspace.try_read_until(deadline)?;
-        let stripes = self.stripes.lock_until(stripes, deadline)?;
-        Some(Txn::new(self, keyspace, stripes))
+        let held = self.locks.batch_until(stripes, Some(deadline))?;
+        Some(Txn::new(self, held, false))
     }
 
     /// Starts a batch like [`Store::exclusive_txn`] if every other batch ends by `deadline`;
     /// `None` otherwise.
     pub fn exclusive_txn_until(&self, deadline: Instant) -> Option<Txn<'_>> {
-        Some(Txn::exclusive(
-            self,
-            self.keyspace.try_write_until(deadline)?,
-        ))
+        let held = self.locks.whole(Some(deadline))?;
+        Some(Txn::new(self, held, true))
     }
 
     /// Starts a batch that holds the whole keyspace exclusively (FLUSHDB, SWAPDB).
     pub fn exclusive_txn(&self) -> Txn<'_> {
-        Txn::exclusive(self, self.keyspace.write())
+        let held = self.locks.whole(None).expect("no deadline");
+        Txn::new(self, held, true)
     }
 
     /// Commits `batch` with the current durability, changing the key count of each physical
@@ -400,29 +402,66 @@ impl Store {
     ///
     /// # Errors
     /// The engine's write error (the counts are then left as they were).
-    pub fn commit(&self, mut batch: WriteBatch, counts: &[i64; DATABASES]) -> shale::Result<()> {
+    pub fn commit(&self, batch: WriteBatch, counts: &[i64; DATABASES]) -> shale::Result<()> {
         if batch.is_empty() && counts.iter().all(|&d| d == 0) {
             return Ok(());
         }
         let started = Instant::now();
-        let result = if counts.iter().all(|&d| d == 0) {
-            self.start_write(batch)
+        let result = self
+            .start_commit(batch, counts, None)
+            .and_then(Started::finish);
+        if result.is_err() && self.replica.is_some() {
+            // The entry may or may not commit: reload the state before the next leader batch.
+            self.leader_term.store(0, Ordering::Release);
+        }
+        self.commit_latency.observe(started.elapsed());
+        result
+    }
+
+    /// On a cluster node: [`Store::commit`] up to queueing the batch on the Raft log. The
+    /// caller's locks (`held`) go with the entry and are released when it is applied here or
+    /// fails, on the replica's runtime, as soon as the next batch on those keys may run; the
+    /// caller awaits the returned write before it answers (see [`Deferred`]). A failure also
+    /// has the state reloaded before the next leader batch, before the locks are released.
+    /// `None` when there is nothing to commit.
+    ///
+    /// # Errors
+    /// The batch could not be queued (the locks are released then too).
+    fn commit_deferred(
+        &self,
+        batch: WriteBatch,
+        counts: &[i64; DATABASES],
+        held: Held,
+    ) -> shale::Result<Option<PendingWrite>> {
+        if batch.is_empty() && counts.iter().all(|&d| d == 0) {
+            return Ok(None);
+        }
+        match self.start_commit(batch, counts, Some(held))? {
+            Started::Done => Ok(None),
+            Started::Replicated(p) => Ok(Some(p)),
+        }
+    }
+
+    /// Writes `batch` with the count changes, or queues it on the Raft log (see
+    /// [`Store::commit`]); `held` as in [`Store::commit_deferred`].
+    fn start_commit(
+        &self,
+        mut batch: WriteBatch,
+        counts: &[i64; DATABASES],
+        held: Option<Held>,
+    ) -> shale::Result<Started> {
+        if counts.iter().all(|&d| d == 0) {
+            self.start_write(batch, held)
         } else {
             // Large values go to their blob files before the count lock is taken: writing them
             // takes long, and every commit that adds or removes a key waits for that lock. (A
             // cluster node's batch goes whole through the Raft log.)
             let mut prepared = match self.replica {
                 Some(_) => None,
-                None => match self.db.prepare_write(std::mem::take(&mut batch)) {
-                    Ok(p) => Some(p),
-                    Err(e) => {
-                        self.commit_latency.observe(started.elapsed());
-                        return Err(e);
-                    }
-                },
+                None => Some(self.db.prepare_write(std::mem::take(&mut batch))?),
             };
-            let mut held = self.counts.lock();
-            let mut next = *held;
+            let mut count_lock = self.counts.lock();
+            let mut next = *count_lock;
             for (db, &delta) in counts.iter().enumerate() {
                 if delta != 0 {
                     next[db] = (next[db] as i64 + delta).max(0) as u64;
@@ -448,33 +487,41 @@ impl Store {
                         },
                     )
                     .map(|()| Started::Done),
-                None => self.start_write(batch),
+                None => self.start_write(batch, held),
             };
             if result.is_ok() {
-                *held = next;
+                *count_lock = next;
                 for (view, n) in self.count_view.iter().zip(next) {
                     view.store(n, Ordering::Relaxed);
                 }
             }
             result
-        };
-        let result = result.and_then(Started::finish);
-        if result.is_err() && self.replica.is_some() {
-            // The entry may or may not commit: reload the state before the next leader batch.
-            self.leader_term.store(0, Ordering::Release);
         }
-        self.commit_latency.observe(started.elapsed());
-        result
     }
 
-    /// Writes `batch` to the engine, or queues it on the Raft log (to be awaited).
-    fn start_write(&self, batch: WriteBatch) -> shale::Result<Started> {
-        match &self.replica {
-            Some(replica) => replica
+    /// Writes `batch` to the engine, or queues it on the Raft log (to be awaited), handing
+    /// `held` to the entry (see [`Store::commit_deferred`]).
+    fn start_write(&self, batch: WriteBatch, held: Option<Held>) -> shale::Result<Started> {
+        match (&self.replica, held) {
+            (Some(replica), Some(held)) => {
+                let leader_term = self.leader_term.clone();
+                replica
+                    .submit_then(batch, move |applied| {
+                        if !applied {
+                            // As in `commit`: reload the state before the next leader batch,
+                            // which may run as soon as the locks are released.
+                            leader_term.store(0, Ordering::Release);
+                        }
+                        drop(held);
+                    })
+                    .map(Started::Replicated)
+                    .map_err(repl_error)
+            }
+            (Some(replica), None) => replica
                 .submit(batch)
                 .map(Started::Replicated)
                 .map_err(repl_error),
-            None => self
+            (None, _) => self
                 .db
                 .write(
                     batch,
@@ -484,6 +531,41 @@ impl Store {
                 )
                 .map(|()| Started::Done),
         }
+    }
+}
+
+/// A commit queued on the Raft log by [`Txn::commit_deferred`]: the batch's locks are released
+/// when its entry is applied here (or fails); its replies wait for [`Deferred::settled`].
+pub struct Deferred {
+    /// Resolves once the entry is applied here.
+    pub write: PendingWrite,
+    /// The first command whose writes it carries: if it fails, their replies are replaced with
+    /// the error.
+    pub failed: Option<Mark>,
+    /// When the commit began.
+    pub started: Instant,
+}
+
+impl Deferred {
+    /// Waits, without blocking the thread, until the entry is applied here (a majority has it
+    /// fsynced, and the next batch on the same keys reads what this one wrote).
+    ///
+    /// # Errors
+    /// The entry failed or may not be applied.
+    pub async fn settled(self, store: &Store) -> shale::Result<()> {
+        let result = self.write.await.map(|_| ()).map_err(repl_error);
+        store.commit_latency.observe(self.started.elapsed());
+        result
+    }
+
+    /// [`Deferred::settled`], blocking the thread (where another batch must run after it).
+    ///
+    /// # Errors
+    /// As [`Deferred::settled`].
+    pub fn wait(self, store: &Store) -> shale::Result<()> {
+        let result = self.write.wait().map(|_| ()).map_err(repl_error);
+        store.commit_latency.observe(self.started.elapsed());
+        result
     }
 }
 

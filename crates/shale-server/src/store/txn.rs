@@ -18,21 +18,15 @@
 //! reader could ever see the earlier ones, and each would cost a memtable insert and WAL bytes.
 
 use super::format::{self, Kind, Meta, DATABASES};
-use super::locks::StripeGuard;
-use super::Store;
+use super::locks::Held;
+use super::{Deferred, Store};
 use bytes::Bytes;
-use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use shale::{Error, ErrorKind, ReadOptions, Skipped, WriteBatch};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::ops::Bound;
-
-enum KeyspaceGuard<'a> {
-    Shared(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
-    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
-}
 
 /// An engine key read ahead, its value (`None` once taken or when the read failed), and how many
 /// of the batch's reads in a row asked for it (one lookup serves them all).
@@ -106,8 +100,10 @@ pub type Touched = (u8, Vec<u8>, bool);
 /// See the module documentation.
 pub struct Txn<'a> {
     store: &'a Store,
-    _keyspace: KeyspaceGuard<'a>,
-    _stripes: Vec<StripeGuard<'a>>,
+    /// The batch's locks (`None` once handed to a deferred commit).
+    held: Option<Held>,
+    /// Whether it holds the whole keyspace (FLUSHDB, SWAPDB).
+    exclusive: bool,
     staged: Vec<Staged>,
     // Hashes of the engine keys in `staged`, in staging order (a collision only costs a search
     // of `staged`). A read scans them while there are few; past [`STAGED_SCAN_MAX`] it looks
@@ -147,27 +143,11 @@ pub struct Txn<'a> {
 }
 
 impl<'a> Txn<'a> {
-    pub(super) fn new(
-        store: &'a Store,
-        keyspace: RwLockReadGuard<'a, ()>,
-        stripes: Vec<StripeGuard<'a>>,
-    ) -> Self {
-        Txn::with_guards(store, KeyspaceGuard::Shared(keyspace), stripes)
-    }
-
-    pub(super) fn exclusive(store: &'a Store, keyspace: RwLockWriteGuard<'a, ()>) -> Self {
-        Txn::with_guards(store, KeyspaceGuard::Exclusive(keyspace), Vec::new())
-    }
-
-    fn with_guards(
-        store: &'a Store,
-        keyspace: KeyspaceGuard<'a>,
-        stripes: Vec<StripeGuard<'a>>,
-    ) -> Self {
+    pub(super) fn new(store: &'a Store, held: Held, exclusive: bool) -> Self {
         Txn {
             store,
-            _keyspace: keyspace,
-            _stripes: stripes,
+            held: Some(held),
+            exclusive,
             staged: Vec::new(),
             staged_hashes: Vec::new(),
             staged_set: FxHashSet::default(),
@@ -351,12 +331,61 @@ impl<'a> Txn<'a> {
     /// # Errors
     /// The engine's write error; the failure is also kept for [`Txn::take_failure`].
     pub fn commit(&mut self) -> shale::Result<()> {
+        let Some((batch, counts, since)) = self.take_batch() else {
+            return Ok(());
+        };
+        let result = self.store.commit(batch, &counts);
+        if let (Err(e), Some(mark)) = (&result, since) {
+            self.failure = Some((mark, e.clone()));
+        }
+        result
+    }
+
+    /// On a cluster node, for a batch that holds no more than its keys' stripes: commits as
+    /// [`Txn::commit`] does, but returns once the batch is queued on the Raft log, handing the
+    /// batch's locks to the entry, whose apply releases them ([`Store::commit_deferred`]).
+    /// `None` when there was nothing to commit, or when it committed in full (not a cluster
+    /// node, or the whole keyspace is held): the locks then stay with the batch.
+    ///
+    /// # Errors
+    /// As [`Txn::commit`]; a failure the entry meets later is in the [`Deferred`] result.
+    pub fn commit_deferred(&mut self) -> shale::Result<Option<Deferred>> {
+        if self.exclusive || self.store.replica().is_none() {
+            return self.commit().map(|()| None);
+        }
+        let Some((batch, counts, since)) = self.take_batch() else {
+            return Ok(None);
+        };
+        let held = self
+            .held
+            .take()
+            .expect("a batch holds its locks until it commits");
+        let started = std::time::Instant::now();
+        match self.store.commit_deferred(batch, &counts, held) {
+            Ok(write) => Ok(write.map(|write| Deferred {
+                write,
+                failed: since,
+                started,
+            })),
+            Err(e) => {
+                if let Some(mark) = since {
+                    self.failure = Some((mark, e.clone()));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The engine batch of the staged writes, the count changes and the mark of the first
+    /// command that staged a write, leaving the batch empty; `None` when there is nothing to
+    /// commit.
+    fn take_batch(&mut self) -> Option<(WriteBatch, [i64; DATABASES], Option<Mark>)> {
         if !self.touched.is_empty() {
             self.store.watches.touch(&self.touched);
             self.touched.clear();
         }
         if self.staged.is_empty() && self.counts.iter().all(|&d| d == 0) {
-            return Ok(());
+            return None;
         }
         let mut batch = WriteBatch::new();
         let superseded = if std::mem::take(&mut self.restaged) {
@@ -387,12 +416,7 @@ impl<'a> Txn<'a> {
         self.read_ahead_next = 0;
         self.elements.clear();
         let counts = std::mem::take(&mut self.counts);
-        let since = self.staged_since.take();
-        let result = self.store.commit(batch, &counts);
-        if let (Err(e), Some(mark)) = (&result, since) {
-            self.failure = Some((mark, e.clone()));
-        }
-        result
+        Some((batch, counts, self.staged_since.take()))
     }
 
     /// Reads the meta records of `keys` (in the current database) with one engine `multi_get`,
