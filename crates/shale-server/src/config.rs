@@ -161,8 +161,8 @@ pub const DEFAULT_HEARTBEAT_MS: u64 = shale_repl::DEFAULT_HEARTBEAT_MS;
 pub const DEFAULT_ELECTION_TIMEOUT_MS: (u64, u64) = shale_repl::DEFAULT_ELECTION_TIMEOUT_MS;
 /// Connection threads when `threads` is 0: half the CPUs, at least one. A cluster node uses as
 /// many: its connections await their Raft entries without blocking their thread (a 3-node
-/// cluster on two CPUs spent a third less CPU on pipelined SETs with 2 threads than with the 64
-/// it had when a write blocked its thread).
+/// cluster on two CPUs ran cluster-bench with a fifth less leader CPU on one thread than on the
+/// 64 it had when a write blocked its thread; BENCHMARKS.md).
 ///
 /// The other half is left to the engine's flushes, compactions and WAL syncs, and to clients on
 /// the same machine. Measured (BENCHMARKS.md, issue 16): on two CPUs shared with 16 YCSB client
