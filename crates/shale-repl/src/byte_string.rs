@@ -1,4 +1,5 @@
-//! Serde for a `Vec<u8>` as one byte string: `#[serde(with = "crate::byte_string")]`.
+//! Serde for a `Vec<u8>` (or a `bytes::Bytes`) as one byte string:
+//! `#[serde(with = "crate::byte_string")]`.
 //!
 //! Serde's own `Vec<u8>` is a sequence of `u8`s: bincode then writes and reads it one byte at a
 //! time through the visitor (a follower decoding shipped files and Write entries spent more of
@@ -10,12 +11,14 @@ use serde::de::{Deserializer, Error, SeqAccess, Visitor};
 use serde::Serializer;
 use std::fmt;
 
-pub(crate) fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_bytes(bytes)
+pub(crate) fn serialize<S: Serializer>(bytes: &impl AsRef<[u8]>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bytes(bytes.as_ref())
 }
 
-pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-    d.deserialize_byte_buf(Bytes)
+pub(crate) fn deserialize<'de, D: Deserializer<'de>, T: From<Vec<u8>>>(
+    d: D,
+) -> Result<T, D::Error> {
+    d.deserialize_byte_buf(Bytes).map(T::from)
 }
 
 struct Bytes;
@@ -55,6 +58,9 @@ mod tests {
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Whole(#[serde(with = "crate::byte_string")] Vec<u8>);
 
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Shared(#[serde(with = "crate::byte_string")] bytes::Bytes);
+
     #[test]
     fn bincode_writes_the_same_bytes_as_for_a_plain_vector_and_reads_either() {
         for len in [0usize, 1, 255, 4096] {
@@ -62,6 +68,9 @@ mod tests {
             let plain = bincode::serialize(&Plain(data.clone())).unwrap();
             let whole = bincode::serialize(&Whole(data.clone())).unwrap();
             assert_eq!(plain, whole, "{len} bytes");
+            let shared = bincode::serialize(&Shared(data.clone().into())).unwrap();
+            assert_eq!(plain, shared, "{len} bytes");
+            assert_eq!(bincode::deserialize::<Shared>(&plain).unwrap().0, data);
             assert_eq!(bincode::deserialize::<Whole>(&plain).unwrap().0, data);
             assert_eq!(bincode::deserialize::<Plain>(&whole).unwrap().0, data);
         }

@@ -13,14 +13,16 @@
 //! Encoding: bincode of [`Command`] inside the log record (see `log::format`). Do not reorder
 //! the variants: stored entries name them by position.
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// One command of the replicated log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Command {
     /// The bytes of one engine `WriteBatch` ([`shale::WriteBatch::data`]): the batches of many
-    /// clients merged by the leader's group commit.
-    Write(#[serde(with = "crate::byte_string")] Vec<u8>),
+    /// clients merged by the leader's group commit. Shared, not copied, by the log's memory, the
+    /// replication to each follower and the apply.
+    Write(#[serde(with = "crate::byte_string")] Bytes),
     /// Seal the active memtable at this entry.
     SwitchMemtable,
     /// Install the output files of a job the leader ran (see `rubble`).

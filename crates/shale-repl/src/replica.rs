@@ -63,8 +63,13 @@ pub const MAX_ENTRY_BYTES: usize = 64 << 20;
 /// How long [`Replica::shutdown`] waits for an apply in progress to end.
 pub const SHUTDOWN_APPLY_WAIT: Duration = Duration::from_secs(30);
 
-/// `Write` entries proposed and not yet applied, at most.
-pub const MAX_IN_FLIGHT: usize = 8;
+/// `Write` entries proposed and not yet applied, at most. Two: one replicates while the next
+/// gathers every batch that arrives meanwhile. Each entry costs the leader a round of thread
+/// wakes (proposer, Raft core, log sync thread, one replication task per follower, applier,
+/// writers) whatever it carries, so fewer, larger entries are cheaper: on two shared CPUs with 50
+/// pipelining clients, 8 in flight made entries of 4-5 client batches and 2 of 12-13, and the
+/// leader did the same writes on a quarter less CPU.
+pub const MAX_IN_FLIGHT: usize = 2;
 /// How often the switcher and the snapshot trigger look, besides being woken.
 pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_millis(20);
 
@@ -799,6 +804,16 @@ fn take_group(inner: &Inner) -> Vec<(WriteBatch, Waiter)> {
     q.batches.drain(..n).collect()
 }
 
+/// One batch of the entries of `batches`, in order, built in one allocation of its final size.
+fn merge<'a>(batches: impl Iterator<Item = &'a WriteBatch> + Clone) -> WriteBatch {
+    let bytes = batches.clone().map(WriteBatch::encoded_len).sum();
+    let mut merged = WriteBatch::with_capacity(bytes);
+    for b in batches {
+        merged.append(b);
+    }
+    merged
+}
+
 async fn propose_loop(inner: Arc<Inner>) {
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     loop {
@@ -824,19 +839,15 @@ async fn propose_loop(inner: Arc<Inner>) {
         if group.is_empty() {
             continue;
         }
-        let mut merged = WriteBatch::new();
-        let mut waiters = Vec::with_capacity(group.len());
-        for (b, w) in group {
-            merged.append(&b);
-            waiters.push(w);
-        }
+        let merged = merge(group.iter().map(|(b, _)| b));
+        let waiters: Vec<Waiter> = group.into_iter().map(|(_, w)| w).collect();
         inner.proposed_entries.fetch_add(1, Ordering::Relaxed);
         inner
             .proposed_batches
             .fetch_add(waiters.len() as u64, Ordering::Relaxed);
         match inner
             .raft
-            .propose(Command::Write(merged.data().to_vec()))
+            .propose(Command::Write(merged.into_data().into()))
             .await
         {
             Ok(applied) => {

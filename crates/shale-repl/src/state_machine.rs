@@ -143,7 +143,7 @@ impl Shared {
             EntryPayload::Normal(command) => {
                 match &command {
                     Command::Write(data) => {
-                        let batch = WriteBatch::from_data(data.clone()).map_err(storage_err)?;
+                        let batch = WriteBatch::from_data(data.to_vec()).map_err(storage_err)?;
                         db.apply_logged(index, &batch).map_err(storage_err)?;
                     }
                     Command::SwitchMemtable => {

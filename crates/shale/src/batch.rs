@@ -53,6 +53,14 @@ impl WriteBatch {
         }
     }
 
+    /// An empty batch with room for `bytes` more bytes of entries without a reallocation (a
+    /// merge of batches whose sizes are known).
+    pub fn with_capacity(bytes: usize) -> WriteBatch {
+        let mut rep = Vec::with_capacity(BATCH_HEADER_LEN + bytes);
+        rep.resize(BATCH_HEADER_LEN, 0);
+        WriteBatch { rep }
+    }
+
     /// Adds a put of `key` -> `value`.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut WriteBatch {
         self.push(ValueKind::Value, key.as_ref(), value.as_ref());
@@ -117,6 +125,11 @@ impl WriteBatch {
     /// replication log stores them and gives them back to [`WriteBatch::from_data`].
     pub fn data(&self) -> &[u8] {
         &self.rep
+    }
+
+    /// [`WriteBatch::data`], moved out of the batch.
+    pub fn into_data(self) -> Vec<u8> {
+        self.rep
     }
 
     /// A batch from bytes that [`WriteBatch::data`] gave (its sequence number is ignored).
