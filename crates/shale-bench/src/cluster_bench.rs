@@ -15,8 +15,10 @@
 //! followers, per million operations, and its inverse: operations per server CPU-second), the
 //! bytes each process wrote to storage (`/proc/PID/io`), the followers' own flushes and
 //! compactions, the bytes the leader shipped as files and sent as Raft messages (from `INFO`),
-//! bytes on disk per node, the ratios the issues' targets name, and a two-thread CPU check per
-//! round.
+//! where the clusters' time went, for the leader and the followers summed (GC bytes written,
+//! engine write stalls, rubble mode's install stall, entries held back by write pressure, and
+//! the applier's seconds on `InstallEdit` entries, installing and waiting for files), bytes on
+//! disk per node, the ratios the issues' targets name, and a two-thread CPU check per round.
 
 use crate::compare::median;
 use crate::cpucheck::{rounds_line, sysbench_cpu_events_per_sec};
@@ -193,10 +195,38 @@ impl Setup {
                 .unwrap_or(0.0)
         };
         let (mut flushes, mut compactions) = (0.0, 0.0);
-        for (_, port) in self.children.iter().filter(|(_, p)| *p != self.target) {
+        // Where each role's time went: (leader, followers summed).
+        let mut waits: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+        for (_, port) in &self.children {
             let p = info(*port, "persistence");
-            flushes += field(&p, "shale_flushes");
-            compactions += field(&p, "shale_compactions");
+            let r = info(*port, "replication");
+            let leader = *port == self.target;
+            if !leader {
+                flushes += field(&p, "shale_flushes");
+                compactions += field(&p, "shale_compactions");
+            }
+            for (name, value) in [
+                ("GC MB written", field(&p, "shale_gc_bytes_written") / 1e6),
+                ("engine stall s", field(&p, "shale_stall_micros") / 1e6),
+                ("rubble stall s", field(&r, "rubble_stall_micros") / 1e6),
+                (
+                    "write pressure s",
+                    field(&r, "raft_write_pressure_micros") / 1e6,
+                ),
+                ("install s", field(&r, "rubble_install_micros") / 1e6),
+                ("fetch wait s", field(&r, "rubble_fetch_wait_micros") / 1e6),
+            ] {
+                let e = waits.entry(name).or_default();
+                if leader {
+                    e.0 += value;
+                } else {
+                    e.1 += value;
+                }
+            }
+        }
+        for (name, (leader, followers)) in waits {
+            f.insert(format!("leader {name}"), leader);
+            f.insert(format!("followers {name}"), followers);
         }
         f.insert("followers' own flushes".into(), flushes);
         f.insert("followers' own compactions".into(), compactions);

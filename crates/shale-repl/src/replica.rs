@@ -263,6 +263,8 @@ struct Inner {
     stopping: AtomicBool,
     proposed_entries: AtomicU64,
     proposed_batches: AtomicU64,
+    /// Microseconds new entries were held back by the engine's write pressure.
+    pressure_micros: AtomicU64,
     mode: ReplicationMode,
     rubble: RubbleSettings,
     rubble_counters: Arc<RubbleCounters>,
@@ -348,6 +350,7 @@ impl Replica {
             stopping: AtomicBool::new(false),
             proposed_entries: AtomicU64::new(0),
             proposed_batches: AtomicU64::new(0),
+            pressure_micros: AtomicU64::new(0),
             mode,
             rubble: config.rubble.clone(),
             rubble_counters: counters.clone(),
@@ -570,6 +573,12 @@ impl Replica {
         )
     }
 
+    /// Microseconds since open that this node, as leader, held new write entries back because
+    /// its engine was behind on flushes or compactions ([`shale::Db::write_pressure`]).
+    pub fn write_pressure_micros(&self) -> u64 {
+        self.inner.pressure_micros.load(Ordering::Relaxed)
+    }
+
     /// Role, leader, term, indexes and followers' lag.
     pub fn status(&self) -> ClusterStatus {
         let m = self.inner.raft.metrics();
@@ -643,6 +652,8 @@ impl Replica {
             job_terms: c.job_terms.load(Ordering::Relaxed),
             jobs_running: c.jobs_running.load(Ordering::Acquire),
             stall_micros: c.stall_micros.load(Ordering::Relaxed),
+            fetch_wait_micros: c.fetch_wait_micros.load(Ordering::Relaxed),
+            install_micros: c.install_micros.load(Ordering::Relaxed),
             install_lag: c
                 .behind
                 .lock()
@@ -829,8 +840,14 @@ async fn propose_loop(inner: Arc<Inner>) {
             return;
         };
         // The leader's engine is behind on flushes or compactions: hold new entries back.
-        while inner.shared.db.write_pressure() && !inner.stopping.load(Ordering::Acquire) {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+        if inner.shared.db.write_pressure() {
+            let held = Instant::now();
+            while inner.shared.db.write_pressure() && !inner.stopping.load(Ordering::Acquire) {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            inner
+                .pressure_micros
+                .fetch_add(held.elapsed().as_micros() as u64, Ordering::Relaxed);
         }
         if inner.mode == ReplicationMode::Rubble {
             rubble_stall(&inner).await;

@@ -140,6 +140,11 @@ pub struct RubbleStatus {
     pub jobs_running: u64,
     /// Microseconds writes waited for installs (the gradual stall).
     pub stall_micros: u64,
+    /// Microseconds this node's applier spent on `InstallEdit` entries: waiting for their files
+    /// (`fetch_wait_micros`), and installing them (`install_micros`: moves, syncs, MANIFEST).
+    /// The entries behind an edit wait meanwhile.
+    pub fetch_wait_micros: u64,
+    pub install_micros: u64,
     /// On the leader: per node, the jobs whose files it does not hold yet.
     pub install_lag: Vec<InstallLag>,
     /// While this node's applier waits for an edit's files: which, for how long, and why the
@@ -164,6 +169,9 @@ pub(crate) struct RubbleCounters {
     pub bytes_fetched: AtomicU64,
     pub edits_proposed: AtomicU64,
     pub stall_micros: AtomicU64,
+    /// See [`RubbleStatus::install_micros`].
+    pub fetch_wait_micros: AtomicU64,
+    pub install_micros: AtomicU64,
     /// See [`RubbleStatus::job_terms`].
     pub job_terms: AtomicU64,
     /// See [`RubbleStatus::jobs_running`].

@@ -195,10 +195,22 @@ impl Shared {
         // node stops. Only an engine that can no longer write safely (poisoned, closed) or an
         // index out of order ends it.
         let mut pause = INSTALL_RETRY_FIRST;
+        let counters = &fetcher.counters;
+        let micros = |since: std::time::Instant| since.elapsed().as_micros() as u64;
         loop {
             let nodes = crate::raft::nodes(self.inner.lock().membership.membership());
-            fetcher.obtain(db, edit, &nodes, &self.stopping)?;
-            let e = match db.install_edit(index, edit) {
+            let waiting = std::time::Instant::now();
+            let obtained = fetcher.obtain(db, edit, &nodes, &self.stopping);
+            counters
+                .fetch_wait_micros
+                .fetch_add(micros(waiting), Ordering::Relaxed);
+            obtained?;
+            let installing = std::time::Instant::now();
+            let installed = db.install_edit(index, edit);
+            counters
+                .install_micros
+                .fetch_add(micros(installing), Ordering::Relaxed);
+            let e = match installed {
                 Ok(_) => break,
                 Err(e) => e,
             };
@@ -219,8 +231,12 @@ impl Shared {
             pause = (pause * 2).min(INSTALL_RETRY_MAX);
         }
         *fetcher.waiting.lock() = None;
+        let cleaning = std::time::Instant::now();
         db.remove_staged(shale::file_number(term, 0), None);
         db.drop_retired(retired_upto);
+        counters
+            .install_micros
+            .fetch_add(micros(cleaning), Ordering::Relaxed);
         Ok(())
     }
 

@@ -538,6 +538,8 @@ pub fn info_lines(replica: &Replica) -> Vec<(String, String)> {
             ("job_terms", r.job_terms),
             ("jobs_running", r.jobs_running),
             ("stall_micros", r.stall_micros),
+            ("fetch_wait_micros", r.fetch_wait_micros),
+            ("install_micros", r.install_micros),
         ] {
             lines.push((format!("rubble_{name}"), value.to_string()));
         }
@@ -557,6 +559,10 @@ pub fn info_lines(replica: &Replica) -> Vec<(String, String)> {
     let (batches, entries) = replica.proposed();
     lines.push(("raft_proposed_batches".into(), batches.to_string()));
     lines.push(("raft_proposed_entries".into(), entries.to_string()));
+    lines.push((
+        "raft_write_pressure_micros".into(),
+        replica.write_pressure_micros().to_string(),
+    ));
     lines.push((
         "raft_rpc_bytes_sent".into(),
         replica.rpc_bytes_sent().to_string(),

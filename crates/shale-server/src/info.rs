@@ -124,6 +124,8 @@ fn section(out: &mut String, shared: &Shared, _session: &Session, name: &str) {
                 &s.files_per_level.first().copied().unwrap_or(0),
             );
             line("shale_stall_micros", &s.stall_micros);
+            line("shale_gc_runs", &s.gc_runs);
+            line("shale_gc_bytes_written", &s.gc_bytes_written);
             line("shale_blob_garbage_bytes", &s.blob_garbage_bytes);
             line(
                 "shale_space_amplification",
