@@ -273,6 +273,21 @@ fn unexpected(frame: &Frame) -> io::Error {
     )
 }
 
+/// Runs file work that may block for long (writes, and above all `fsync`) so that the
+/// runtime's other tasks go on meanwhile: on a multi-thread runtime the worker first hands them
+/// to another thread (`block_in_place`). The runtime also answers Raft messages: a follower
+/// whose two workers sync files it is shipped answers no AppendEntries meanwhile, and as every
+/// follower receives the same files at the same time, the leader's commits wait for them all.
+fn off_runtime<T>(work: impl FnOnce() -> T) -> T {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
+}
+
 /// Reads `Piece` frames into `receiver` until `FilesEnd`.
 async fn receive_pieces<R: AsyncReadExt + Unpin>(
     r: &mut R,
@@ -280,7 +295,7 @@ async fn receive_pieces<R: AsyncReadExt + Unpin>(
 ) -> io::Result<()> {
     loop {
         match read_frame(r).await? {
-            Frame::Piece(p) => receiver.piece(p)?,
+            Frame::Piece(p) => off_runtime(|| receiver.piece(p))?,
             Frame::FilesEnd(Ok(())) => return Ok(()),
             Frame::FilesEnd(Err(e)) => return Err(io::Error::other(e)),
             other => return Err(unexpected(&other)),
@@ -331,7 +346,7 @@ async fn serve_connection(stream: TcpStream, service: Service) -> io::Result<()>
                 let received = loop {
                     match read_frame(&mut r).await {
                         Ok(Frame::Piece(p)) => {
-                            if let Err(e) = receiver.piece(p) {
+                            if let Err(e) = off_runtime(|| receiver.piece(p)) {
                                 break Err(e);
                             }
                         }
@@ -361,7 +376,9 @@ async fn serve_connection(stream: TcpStream, service: Service) -> io::Result<()>
             Frame::ShipBegin => {
                 let mut receiver = service.begin_staging()?;
                 let reply = match receive_pieces(&mut r, &mut receiver).await {
-                    Ok(()) => service.finish_staging(receiver).map_err(|e| e.to_string()),
+                    Ok(()) => {
+                        off_runtime(|| service.finish_staging(receiver)).map_err(|e| e.to_string())
+                    }
                     Err(e) => {
                         receiver.abandon_files();
                         Err(e.to_string())
