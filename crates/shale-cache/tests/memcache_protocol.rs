@@ -211,6 +211,7 @@ fn dump_commands_refuse_as_memcached_does() {
             b"stats cachedump 300 0\r\n",
             b"stats cachedump 0 0\r\n",
             b"stats cachedump 5 0\r\n",
+            b"stats sizes\r\n",
             b"lru_crawler metadump\r\n",
             b"lru_crawler metadump 0\r\n",
             b"lru_crawler metadump x\r\n",
@@ -286,7 +287,7 @@ fn a_long_metadump_lists_every_item_once_then_answers_what_followed() {
 
 /// memcached's own admin script (Debian's memcached package ships it): `dump` lists keys with
 /// `lru_crawler metadump all` and reads each back; against the cache it waited for ever for an
-/// `END` that never came (the command was an `ERROR`).
+/// `END` that never came (the command was an `ERROR`), and so did `sizes`.
 #[test]
 fn memcached_tool_dumps_every_item_and_displays_the_classes() {
     const SCRIPT: &str = "/usr/share/memcached/scripts/memcached-tool";
@@ -372,6 +373,13 @@ fn memcached_tool_dumps_every_item_and_displays_the_classes() {
     assert!(
         out.status.success() && display.lines().count() > 2,
         "memcached-tool display: {display}"
+    );
+    // `sizes` waited for ever too (`stats sizes` was an ERROR, not a report ending in END).
+    let out = tool("timeout", &["60", "perl", SCRIPT, &addr, "sizes"]);
+    let sizes = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && sizes.contains("sizes_status"),
+        "memcached-tool sizes: {out:?}"
     );
 }
 

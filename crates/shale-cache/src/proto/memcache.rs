@@ -485,6 +485,9 @@ impl MemcacheSession {
                     [b"settings"] => Pending::Stats(StatsKind::Settings),
                     [b"slabs"] => Pending::Stats(StatsKind::Slabs),
                     [b"items"] => Pending::Stats(StatsKind::Items),
+                    // Item size histograms: memcached keeps none unless started with
+                    // `-o track_sizes`, and says so; neither does the cache.
+                    [b"sizes", ..] => Pending::Text(b"STAT sizes_status disabled\r\nEND\r\n"),
                     [b"cachedump", class, limit, ..] => {
                         match (parse_num::<u32>(class), parse_num::<u32>(limit)) {
                             (Some(class), Some(limit)) => {
