@@ -257,6 +257,21 @@ fn valid_key(key: &[u8]) -> bool {
     !key.is_empty() && key.len() <= MAX_KEY_LEN && memchr::memchr2(b' ', 0, key).is_none()
 }
 
+/// memcached's refusal of a retrieval command's keys, if any: a key over [`MAX_KEY_LEN`] is a
+/// bad format, another bad key (or none when `none_given`) an `ERROR`.
+fn refuse_keys<'a, I: Iterator<Item = &'a [u8]>>(
+    keys: impl Fn() -> I,
+    none_given: bool,
+) -> Option<&'static [u8]> {
+    if keys().any(|k| k.len() > MAX_KEY_LEN) {
+        Some(BAD_FORMAT)
+    } else if none_given || !keys().all(valid_key) {
+        Some(ERROR)
+    } else {
+        None
+    }
+}
+
 /// The words of a command line: what lies between spaces, empty ones skipped. Found with memchr,
 /// since a multi-get line runs to kilobytes and is walked more than once.
 fn words(line: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
@@ -328,13 +343,8 @@ impl MemcacheSession {
         match command {
             b"get" | b"gets" => {
                 let keys = || words().skip(1);
-                if count == 1 || !keys().all(valid_key) {
-                    let reply = if keys().any(|k| k.len() > MAX_KEY_LEN) {
-                        BAD_FORMAT
-                    } else {
-                        ERROR
-                    };
-                    self.pending.push(Pending::Text(reply));
+                if let Some(refusal) = refuse_keys(keys, count == 1) {
+                    self.pending.push(Pending::Text(refusal));
                     return done;
                 }
                 let first = OpId(worker.pending() as u32);
@@ -360,13 +370,8 @@ impl MemcacheSession {
                     return done;
                 };
                 let keys = || words().skip(2);
-                if !keys().all(valid_key) {
-                    let reply = if keys().any(|k| k.len() > MAX_KEY_LEN) {
-                        BAD_FORMAT
-                    } else {
-                        ERROR
-                    };
-                    self.pending.push(Pending::Text(reply));
+                if let Some(refusal) = refuse_keys(keys, false) {
+                    self.pending.push(Pending::Text(refusal));
                     return done;
                 }
                 let first = OpId(worker.pending() as u32);
