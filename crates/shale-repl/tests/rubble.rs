@@ -106,7 +106,10 @@ async fn quiesce(cluster: &Cluster) -> NodeId {
             .running()
             .iter()
             .any(|&id| cluster.replica(id).rubble_status().jobs_running > 0);
-        if status.sealed_not_installed > 0 || !same || busy {
+        // The leader answers its job once a quorum holds the files: its transfer to the last
+        // node may still be under way (that node fetches what it lacks when it applies).
+        let shipping = status.install_lag.iter().any(|l| l.jobs_behind > 0);
+        if status.sealed_not_installed > 0 || !same || busy || shipping {
             stable_since = None;
             continue;
         }
