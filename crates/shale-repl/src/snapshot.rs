@@ -12,6 +12,14 @@
 //! CRC32C; the receiver writes into a fresh directory, checks every size and checksum, syncs each
 //! file and the directory, and only then hands the snapshot to Raft. Nothing is ever held in
 //! memory whole (openraft#1392).
+//!
+//! A file arrives under a temporary name of its own transfer (`<name>.<n>.part`) and takes its
+//! name only once complete and synced, so a file under its name is always whole and written by no
+//! one. Staging needs that: the leader's shipment and the node's own fetch of the same file may
+//! run at once, and an install moves a staged file into the database directory. When both wrote
+//! one path, one transfer truncated the other's file, the first copy was checked and installed,
+//! and the other's bytes were then appended to the live file (a blob file read as "footer's
+//! offsets array does not fit").
 
 use crate::log::format;
 use crate::raft::{LogId, SnapshotMeta, StoredMembership};
@@ -294,8 +302,22 @@ pub struct Receiver {
     fs: Arc<dyn Fs>,
     dir: PathBuf,
     files: Vec<FileInfo>,
-    current: Option<(FileInfo, Box<dyn WritableFile>, u32, u64)>,
+    current: Option<Incoming>,
 }
+
+/// The file a [`Receiver`] is writing.
+struct Incoming {
+    info: FileInfo,
+    /// Where its bytes go until it is complete: a name no other transfer uses.
+    part: PathBuf,
+    file: Box<dyn WritableFile>,
+    crc: u32,
+    got: u64,
+}
+
+/// Numbers the temporary names of the files being received (unique within the process; a
+/// directory that holds them is either fresh or staging, which is cleared at open).
+static NEXT_PART: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Receiver {
     pub(crate) fn new(fs: Arc<dyn Fs>, dir: PathBuf) -> io::Result<Receiver> {
@@ -333,37 +355,50 @@ impl Receiver {
                         info.name
                     )));
                 }
-                let file = self.fs.create(&self.dir.join(&info.name))?;
-                self.current = Some((info, file, 0, 0));
+                let n = NEXT_PART.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let part = self.dir.join(format!("{}.{n}.part", info.name));
+                let file = self.fs.create(&part)?;
+                self.current = Some(Incoming {
+                    info,
+                    part,
+                    file,
+                    crc: 0,
+                    got: 0,
+                });
             }
             Piece::Chunk(bytes) => {
-                let Some((info, file, crc, got)) = &mut self.current else {
+                let Some(c) = &mut self.current else {
                     return Err(Self::invalid("snapshot bytes outside a file".into()));
                 };
-                *got += bytes.len() as u64;
-                if *got > info.len {
+                c.got += bytes.len() as u64;
+                if c.got > c.info.len {
                     return Err(Self::invalid(format!(
                         "snapshot file {} is longer than announced",
-                        info.name
+                        c.info.name
                     )));
                 }
-                *crc = crc32c::crc32c_append(*crc, &bytes);
-                file.append(&bytes)?;
+                c.crc = crc32c::crc32c_append(c.crc, &bytes);
+                c.file.append(&bytes)?;
             }
             Piece::FileEnd(expected) => {
-                let Some((info, mut file, crc, got)) = self.current.take() else {
+                let Some(c) = &mut self.current else {
                     return Err(Self::invalid(
                         "a snapshot file ended that never began".into(),
                     ));
                 };
-                if got != info.len || crc != expected {
+                if c.got != c.info.len || c.crc != expected {
                     return Err(Self::invalid(format!(
-                        "snapshot file {} arrived damaged ({got} of {} bytes, checksum {crc:08x} against {expected:08x})",
-                        info.name, info.len
+                        "snapshot file {} arrived damaged ({} of {} bytes, checksum {:08x} against {expected:08x})",
+                        c.info.name, c.got, c.info.len, c.crc
                     )));
                 }
-                file.sync()?;
-                self.files.push(info);
+                c.file.sync()?;
+                // Whole and synced: only now under its name (the directory sync in `finish`
+                // makes the rename durable before anything is acknowledged).
+                self.fs.rename(&c.part, &self.dir.join(&c.info.name))?;
+                if let Some(c) = self.current.take() {
+                    self.files.push(c.info);
+                }
             }
         }
         Ok(())
@@ -373,18 +408,18 @@ impl Receiver {
     ///
     /// # Errors
     /// A file left incomplete, or an I/O error.
-    pub fn finish(self) -> io::Result<SnapshotFiles> {
-        if let Some((info, ..)) = &self.current {
+    pub fn finish(mut self) -> io::Result<SnapshotFiles> {
+        if let Some(c) = &self.current {
             return Err(Self::invalid(format!(
                 "snapshot file {} never ended",
-                info.name
+                c.info.name
             )));
         }
         self.fs.sync_dir(&self.dir)?;
         Ok(SnapshotFiles {
-            fs: self.fs,
-            dir: self.dir,
-            files: self.files,
+            fs: self.fs.clone(),
+            dir: std::mem::take(&mut self.dir),
+            files: std::mem::take(&mut self.files),
         })
     }
 
@@ -394,15 +429,108 @@ impl Receiver {
     }
 
     /// Removes the files this transfer wrote, and only them (a failed transfer into a directory
-    /// that holds other files: staging).
+    /// that holds other files: staging). The file it was writing goes when it is dropped.
     pub fn abandon_files(self) {
-        let names = self
-            .files
-            .iter()
-            .chain(self.current.as_ref().map(|(info, ..)| info))
-            .map(|f| f.name.clone());
-        for name in names {
-            let _ = self.fs.remove_file(&self.dir.join(name));
+        for f in &self.files {
+            let _ = self.fs.remove_file(&self.dir.join(&f.name));
         }
+    }
+}
+
+impl Drop for Receiver {
+    /// A transfer stopped in the middle of a file (failed, or its future dropped) leaves no
+    /// partial file behind.
+    fn drop(&mut self) {
+        if let Some(c) = self.current.take() {
+            drop(c.file);
+            let _ = self.fs.remove_file(&c.part);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shale::fs::MemFs;
+
+    fn pieces(bytes: &[u8]) -> (Piece, Piece, Piece) {
+        (
+            Piece::File(FileInfo {
+                name: "8589934802.blob".into(),
+                len: bytes.len() as u64,
+            }),
+            Piece::Chunk(bytes.to_vec()),
+            Piece::FileEnd(crc32c::crc32c(bytes)),
+        )
+    }
+
+    /// Issue 20's CI failure: the leader's shipment and the node's own fetch of one file into
+    /// staging at once. The fetch completes, the install moves the file into the database
+    /// directory, and only then does the shipment write its bytes: they must never reach the
+    /// installed file (they were appended to it, which doubled a blob file).
+    #[test]
+    fn regression_issue_20_a_late_transfer_never_writes_into_an_installed_file() {
+        let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+        let (db, staging) = (PathBuf::from("/db"), PathBuf::from("/db/staging"));
+        let bytes: Vec<u8> = (0..3120u32).map(|i| (i % 251) as u8).collect();
+        let mut shipped = Receiver::new(fs.clone(), staging.clone()).unwrap();
+        let mut fetched = Receiver::new(fs.clone(), staging.clone()).unwrap();
+        let (file, chunk, end) = pieces(&bytes);
+        shipped.piece(file).unwrap();
+        let (file2, chunk2, end2) = pieces(&bytes);
+        fetched.piece(file2).unwrap();
+        fetched.piece(chunk2).unwrap();
+        fetched.piece(end2).unwrap();
+        fetched.finish().unwrap();
+        assert_eq!(
+            fs.read_all(&staging.join("8589934802.blob")).unwrap(),
+            bytes
+        );
+        // The install: staged file checked and moved.
+        fs.rename(
+            &staging.join("8589934802.blob"),
+            &db.join("8589934802.blob"),
+        )
+        .unwrap();
+        shipped.piece(chunk).unwrap();
+        shipped.piece(end).unwrap();
+        shipped.finish().unwrap();
+        let installed = fs.read_all(&db.join("8589934802.blob")).unwrap();
+        assert!(
+            installed == bytes,
+            "the installed file has {} bytes, {} were shipped",
+            installed.len(),
+            bytes.len()
+        );
+        // The late copy is whole, under its name in staging (`finish_staging` drops it).
+        assert_eq!(
+            fs.read_all(&staging.join("8589934802.blob")).unwrap(),
+            bytes
+        );
+        assert_eq!(fs.list_dir(&staging).unwrap(), vec!["8589934802.blob"]);
+    }
+
+    /// A transfer that stops in the middle of a file (failed, or its future dropped) leaves
+    /// nothing in the directory, and a damaged file never takes its name.
+    #[test]
+    fn a_transfer_stopped_or_damaged_mid_file_leaves_no_file() {
+        let fs: Arc<dyn Fs> = Arc::new(MemFs::new());
+        let staging = PathBuf::from("/db/staging");
+        let bytes = vec![7u8; 5000];
+        let mut r = Receiver::new(fs.clone(), staging.clone()).unwrap();
+        let (file, chunk, _) = pieces(&bytes);
+        r.piece(file).unwrap();
+        r.piece(chunk).unwrap();
+        assert!(!fs.exists(&staging.join("8589934802.blob")));
+        drop(r);
+        assert_eq!(fs.list_dir(&staging).unwrap(), Vec::<String>::new());
+
+        let mut r = Receiver::new(fs.clone(), staging.clone()).unwrap();
+        let (file, chunk, _) = pieces(&bytes);
+        r.piece(file).unwrap();
+        r.piece(chunk).unwrap();
+        assert!(r.piece(Piece::FileEnd(0)).is_err());
+        r.abandon_files();
+        assert_eq!(fs.list_dir(&staging).unwrap(), Vec::<String>::new());
     }
 }
