@@ -263,6 +263,19 @@ fn parse_plot(args: &[String]) -> Result<PlotArgs> {
     Ok(p)
 }
 
+/// Prints a subcommand's report and, with `--out`, writes it to that file too.
+///
+/// # Errors
+/// `Io` when the file cannot be written.
+pub fn emit_report(report: &str, out: Option<&std::path::Path>) -> Result<()> {
+    print!("{report}");
+    if let Some(out) = out {
+        std::fs::write(out, report)
+            .map_err(|e| Error::io(format!("cannot write {}", out.display()), e))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

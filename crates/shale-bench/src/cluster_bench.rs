@@ -141,11 +141,7 @@ pub fn run_command(args: &[String]) -> Result<bool> {
         return Ok(true);
     };
     let report = run(&a)?;
-    print!("{report}");
-    if let Some(out) = &a.out {
-        std::fs::write(out, &report)
-            .map_err(|e| Error::io(format!("cannot write {}", out.display()), e))?;
-    }
+    crate::cli::emit_report(&report, a.out.as_deref())?;
     Ok(true)
 }
 
