@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::index::cpu::CpuIndex;
 use crate::index::{BatchIndex, IndexError, KeyHash, Location, TableShape};
-use crate::item::{item_len, ItemMeta, ItemRef};
+use crate::item::{item_len, ItemMeta, ItemRef, FETCHED};
 use crate::op::{EvictReason, IncrStyle, Jobs, OpId, OpKind, Outcome, SetMode};
 use crate::sched::pass::{Core, PassContext, CAS_BLOCK};
 use crate::sched::Scheduler;
@@ -296,6 +296,11 @@ impl<'c> Worker<'c> {
         self.now_ms
     }
 
+    /// The round's clock reading in whole seconds (items' access times).
+    pub fn now_s(&self) -> u32 {
+        (self.now_ms / 1000) as u32
+    }
+
     /// Ops queued in this round.
     pub fn pending(&self) -> usize {
         self.jobs.ops.len()
@@ -318,10 +323,29 @@ impl<'c> Worker<'c> {
         expire_ms: u64,
         mode: SetMode,
     ) -> Result<OpId, StoreError> {
+        self.set_marked(key, value, flags, expire_ms, mode, 0)
+    }
+
+    /// [`Self::set`] of an item that starts with the marks `state` ([`crate::item::TOKEN_SENT`]
+    /// for a meta get's vivified item).
+    ///
+    /// # Errors
+    /// See [`StoreError`]; nothing is queued.
+    pub fn set_marked(
+        &mut self,
+        key: &[u8],
+        value: &[&[u8]],
+        flags: u32,
+        expire_ms: u64,
+        mode: SetMode,
+        state: u8,
+    ) -> Result<OpId, StoreError> {
         let meta = ItemMeta {
             cas: self.next_cas(),
             expire_ms,
             flags,
+            state,
+            access_s: self.now_s(),
         };
         match self.cache.slabs.store(key, value, meta) {
             Ok(loc) => Ok(self
@@ -362,6 +386,19 @@ impl<'c> Worker<'c> {
         self.jobs.push(key, KeyHash::of(key), OpKind::Delete)
     }
 
+    /// Queues a meta delete: see [`OpKind::MetaDelete`].
+    pub fn meta_delete(&mut self, key: &[u8], cas: u64, invalidate: bool, expire_ms: u64) -> OpId {
+        self.jobs.push(
+            key,
+            KeyHash::of(key),
+            OpKind::MetaDelete {
+                cas,
+                invalidate,
+                expire_ms,
+            },
+        )
+    }
+
     /// Queues a change of expiry of a present key.
     pub fn touch(&mut self, key: &[u8], expire_ms: u64) -> OpId {
         self.jobs
@@ -370,8 +407,25 @@ impl<'c> Worker<'c> {
 
     /// Queues an increment (or decrement).
     pub fn incr(&mut self, key: &[u8], delta: u64, decr: bool, style: IncrStyle) -> OpId {
-        self.jobs
-            .push(key, KeyHash::of(key), OpKind::Incr { delta, decr, style })
+        self.incr_if(key, delta, decr, style, 0)
+    }
+
+    /// Queues an increment of the item only if its CAS version is `cas` (0: any).
+    pub fn incr_if(
+        &mut self,
+        key: &[u8],
+        delta: u64,
+        decr: bool,
+        style: IncrStyle,
+        cas: u64,
+    ) -> OpId {
+        let kind = OpKind::Incr {
+            delta,
+            decr,
+            style,
+            cas,
+        };
+        self.jobs.push(key, KeyHash::of(key), kind)
     }
 
     /// Queues a FLUSH: every item stored before it is forgotten.
@@ -396,8 +450,42 @@ impl<'c> Worker<'c> {
     }
 
     /// The item a GET op found: its key verified, unexpired. Counts the hit or miss and marks
-    /// the item referenced for CLOCK.
+    /// the item read (referenced for CLOCK, [`crate::item::FETCHED`], its access time).
     pub fn read(&mut self, id: OpId) -> Option<ItemRef<'c>> {
+        self.read_marked(id, true).map(|(item, _)| item)
+    }
+
+    /// [`Self::read`] that also tells whether the item had been read before; with `bump` false
+    /// (meta `u`) the item is not marked read.
+    pub fn read_marked(&mut self, id: OpId, bump: bool) -> Option<(ItemRef<'c>, bool)> {
+        let (loc, item) = self.find(id, true)?;
+        let fetched = if bump {
+            self.cache.slabs.reference(loc);
+            item.record_read(self.now_s())
+        } else {
+            item.state() & FETCHED != 0
+        };
+        Some((item, fetched))
+    }
+
+    /// The item a GET op found, neither counted as a GET nor marked read (the item a meta
+    /// arithmetic left, for its reply's flags).
+    pub fn peek(&mut self, id: OpId) -> Option<ItemRef<'c>> {
+        self.find(id, false).map(|(_, item)| item)
+    }
+
+    /// The item a SET op stored, if it did ([`Outcome::Stored`]).
+    pub fn stored(&self, id: OpId) -> Option<ItemRef<'c>> {
+        let op = &self.jobs.ops[id.0 as usize];
+        match (op.kind, op.outcome) {
+            // SAFETY: the thread is pinned for the round, and the item was written by this
+            // thread and stored in this round's pass, so its slot is not reused before `end`.
+            (OpKind::Set { loc, .. }, Outcome::Stored) => unsafe { self.cache.slabs.item(loc) },
+            _ => None,
+        }
+    }
+
+    fn find(&mut self, id: OpId, count: bool) -> Option<(Location, ItemRef<'c>)> {
         let op = self.jobs.ops[id.0 as usize];
         let candidates = located(op.outcome);
         let ahead = (id.0 + 1 + READ_AHEAD).min(self.jobs.ops.len() as u32);
@@ -409,7 +497,8 @@ impl<'c> Worker<'c> {
             }
         }
         self.read_ahead = self.read_ahead.max(ahead);
-        self.local.gets += 1;
+        let count = u64::from(count);
+        self.local.gets += count;
         let key = self.jobs.key(&op);
         for loc in candidates {
             if loc == 0 {
@@ -424,15 +513,14 @@ impl<'c> Worker<'c> {
                 continue;
             }
             if item.expired(self.now_ms) {
-                self.local.expired += 1;
+                self.local.expired += count;
                 self.jobs.evict.push((loc, EvictReason::Expired));
                 break;
             }
-            self.cache.slabs.reference(loc);
-            self.local.hits += 1;
-            return Some(item);
+            self.local.hits += count;
+            return Some((loc, item));
         }
-        self.local.misses += 1;
+        self.local.misses += count;
         None
     }
 

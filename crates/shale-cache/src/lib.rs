@@ -20,4 +20,4 @@ pub mod stats;
 
 pub use cache::{Cache, CacheConfig, StoreError, Worker};
 pub use net::{Server, ServerConfig};
-pub use op::{IncrStyle, OpId, Outcome, SetMode};
+pub use op::{IncrStyle, OpId, Outcome, SetMode, KEEP_EXPIRY};

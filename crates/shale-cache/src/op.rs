@@ -18,10 +18,22 @@ pub enum SetMode {
     Replace,
     /// Store it only if the present item has this CAS version (`cas`).
     Cas(u64),
+    /// meta `ms ... C<cas> I`: as [`SetMode::Cas`], but a present item of a newer version is
+    /// replaced all the same, the new item marked stale with the old one's expiry (memcached's
+    /// invalidation: a late writer's value is kept but flagged for recaching).
+    CasOrStale(u64),
     /// Append its value to the present item's (`append`).
     Append,
     /// Prepend its value to the present item's (`prepend`).
     Prepend,
+    /// meta `ms ... MA C<cas>` / `MP`: append (or prepend) only if the present item has this CAS
+    /// version.
+    CasAppend {
+        /// The required version.
+        cas: u64,
+        /// Prepend instead.
+        prepend: bool,
+    },
 }
 
 /// Whose rules an increment follows.
@@ -33,6 +45,9 @@ pub enum IncrStyle {
     /// Redis: a signed 64-bit decimal; overflow is an error; an absent key counts as 0.
     Redis,
 }
+
+/// `expire_ms` of [`OpKind::MetaDelete`] that keeps the item's expiry.
+pub const KEEP_EXPIRY: u64 = u64::MAX;
 
 /// One operation on one key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +63,17 @@ pub enum OpKind {
     },
     /// Remove the key.
     Delete,
+    /// meta `md`: remove the key only if its CAS version is `cas` (0: any), or, with
+    /// `invalidate`, keep it marked stale under a new CAS version, expiring at `expire_ms`
+    /// ([`KEEP_EXPIRY`]: as before).
+    MetaDelete {
+        /// Required CAS version (0: any).
+        cas: u64,
+        /// Mark stale instead of removing.
+        invalidate: bool,
+        /// New expiry when invalidating.
+        expire_ms: u64,
+    },
     /// Set when the present item expires (memcached `touch`, Redis EXPIRE).
     Touch {
         /// The new expiry in cache-clock milliseconds ([`crate::item::NEVER`] for none).
@@ -61,6 +87,8 @@ pub enum OpKind {
         decr: bool,
         /// Whose rules.
         style: IncrStyle,
+        /// Required CAS version of the present item (0: any; meta `ma ... C<cas>`).
+        cas: u64,
     },
     /// Forget every item (the key is empty).
     Flush,

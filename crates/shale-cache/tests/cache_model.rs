@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use shale_cache::index::contract::Rng;
-use shale_cache::{Cache, CacheConfig, IncrStyle, OpId, Outcome, SetMode, Worker};
+use shale_cache::{Cache, CacheConfig, IncrStyle, OpId, Outcome, SetMode, Worker, KEEP_EXPIRY};
 
 #[derive(Clone, Debug, PartialEq)]
 struct Entry {
@@ -21,6 +21,10 @@ enum Step {
     Delete(Vec<u8>),
     Touch(Vec<u8>, bool),
     Incr(Vec<u8>, u64, bool, IncrStyle),
+    /// memcached's incr of an item of this CAS version (meta `ma ... C`).
+    IncrIf(Vec<u8>, u64, bool, u64),
+    /// Meta delete: CAS version (0: any), invalidate, expire (`Some(true)`: at once).
+    MetaDelete(Vec<u8>, u64, bool, Option<bool>),
     Flush,
 }
 
@@ -58,11 +62,47 @@ fn step(rng: &mut Rng, model: &HashMap<Vec<u8>, Entry>, keys: usize) -> Step {
             };
             Step::Set(k, value(rng), 3, SetMode::Cas(cas), false)
         }
-        70..=72 => Step::Set(k, value(rng), 0, SetMode::Append, false),
-        73..=75 => Step::Set(k, value(rng), 0, SetMode::Prepend, false),
-        76..=83 => Step::Delete(k),
+        70..=71 => Step::Set(k, value(rng), 0, SetMode::Append, false),
+        72..=73 => Step::Set(k, value(rng), 0, SetMode::Prepend, false),
+        74..=75 => {
+            // A known version, an older one (stale), or one never issued.
+            let known = model.get(&k).and_then(|e| e.cas);
+            let cas = match rng.below(3) {
+                0 => known.unwrap_or(0),
+                1 => known.map_or(0, |c| c - 1),
+                _ => u64::MAX,
+            };
+            let mode = match rng.below(3) {
+                0 => SetMode::CasOrStale(cas),
+                n => SetMode::CasAppend {
+                    cas,
+                    prepend: n == 2,
+                },
+            };
+            Step::Set(k, value(rng), 4, mode, false)
+        }
+        76..=80 => Step::Delete(k),
+        81..=83 => {
+            let cas = match model.get(&k).and_then(|e| e.cas) {
+                Some(cas) if rng.chance(50) => cas,
+                _ if rng.chance(50) => 0,
+                _ => u64::MAX,
+            };
+            let expire = match rng.below(3) {
+                0 => None,
+                n => Some(n == 1),
+            };
+            Step::MetaDelete(k, cas, rng.chance(50), expire)
+        }
         84..=86 => Step::Touch(k, rng.chance(30)),
-        87..=98 => Step::Incr(
+        87..=89 => {
+            let cas = match model.get(&k).and_then(|e| e.cas) {
+                Some(cas) if rng.chance(70) => cas,
+                _ => u64::MAX,
+            };
+            Step::IncrIf(k, rng.below(100) as u64, rng.chance(40), cas)
+        }
+        90..=98 => Step::Incr(
             k,
             rng.below(100) as u64,
             rng.chance(40),
@@ -88,6 +128,17 @@ fn queue(worker: &mut Worker<'_>, step: &Step) -> Option<OpId> {
         Step::Delete(k) => Some(worker.delete(k)),
         Step::Touch(k, expire) => Some(worker.touch(k, if *expire { 1 } else { FAR_FUTURE })),
         Step::Incr(k, d, decr, style) => Some(worker.incr(k, *d, *decr, *style)),
+        Step::IncrIf(k, d, decr, cas) => {
+            Some(worker.incr_if(k, *d, *decr, IncrStyle::Memcached, *cas))
+        }
+        Step::MetaDelete(k, cas, invalidate, expire) => {
+            let expire = match expire {
+                None => KEEP_EXPIRY,
+                Some(true) => 1,
+                Some(false) => FAR_FUTURE,
+            };
+            Some(worker.meta_delete(k, *cas, *invalidate, expire))
+        }
         Step::Flush => Some(worker.flush()),
     }
 }
@@ -141,6 +192,38 @@ fn check(
                         Outcome::Exists
                     }
                 }
+                (SetMode::CasOrStale(_), None) => Outcome::NotFound,
+                (SetMode::CasOrStale(c), Some(e)) => {
+                    // A version unknown to the model was issued: above 0, below u64::MAX;
+                    // against another one the model cannot tell (versions come in blocks per
+                    // thread, so not in order), and follows the cache.
+                    let newer_or_same = match e.cas {
+                        None if *c == 0 => true,
+                        None if *c == u64::MAX => false,
+                        None => outcome == Outcome::Stored,
+                        Some(cas) => *c <= cas,
+                    };
+                    if newer_or_same {
+                        model.insert(k.clone(), new);
+                        Outcome::Stored
+                    } else {
+                        Outcome::Exists
+                    }
+                }
+                (SetMode::CasAppend { .. }, None) => Outcome::NotStored,
+                (SetMode::CasAppend { cas, prepend }, Some(e)) => {
+                    if e.cas != Some(*cas) {
+                        Outcome::Exists
+                    } else {
+                        if *prepend {
+                            e.value.splice(0..0, v.iter().copied());
+                        } else {
+                            e.value.extend_from_slice(v);
+                        }
+                        e.cas = None;
+                        Outcome::Stored
+                    }
+                }
                 (SetMode::Append | SetMode::Prepend, None) => Outcome::NotStored,
                 (SetMode::Append, Some(e)) => {
                     e.value.extend_from_slice(v);
@@ -176,6 +259,32 @@ fn check(
         }
         Step::Incr(k, delta, decr, style) => {
             let want = incr_model(model, k, *delta, *decr, *style);
+            assert_eq!(outcome, want, "{at}: {step:?}");
+        }
+        Step::IncrIf(k, delta, decr, cas) => {
+            let want = match live(model, k) {
+                Some(e) if e.cas != Some(*cas) => Outcome::Exists,
+                _ => incr_model(model, k, *delta, *decr, IncrStyle::Memcached),
+            };
+            assert_eq!(outcome, want, "{at}: {step:?}");
+        }
+        Step::MetaDelete(k, cas, invalidate, expire) => {
+            let want = match live(model, k) {
+                None => Outcome::NotFound,
+                Some(e) if *cas != 0 && e.cas != Some(*cas) => Outcome::Exists,
+                Some(e) if *invalidate => {
+                    // Kept under a new version.
+                    e.cas = None;
+                    if let Some(expire) = expire {
+                        e.expired = *expire;
+                    }
+                    Outcome::Deleted
+                }
+                Some(_) => {
+                    model.remove(k);
+                    Outcome::Deleted
+                }
+            };
             assert_eq!(outcome, want, "{at}: {step:?}");
         }
         Step::Flush => {

@@ -129,3 +129,65 @@ fn stats_and_info_report_hits_evictions_and_index_batches() {
     assert!(info.contains_key("pass_period_micros_mean"), "{info:?}");
     assert_eq!(info.get("index_engine").map(String::as_str), Some("cpu"));
 }
+
+/// `stats items` as memcached-tool's display and exporters read it, per class: the age of the
+/// item the CLOCK hand takes next (memcached: its LRU tail's), evictions and what the evicted
+/// items were (with an expiry, never read), how long the latest evicted item had gone unread,
+/// and expired items reclaimed unread.
+#[test]
+fn stats_items_describe_ages_and_what_was_evicted() {
+    let server = TestServer::start(8 << 20);
+    let mut s = connect(server.memcache);
+    let value = vec![b'v'; 1000];
+    let write = |s: &mut std::net::TcpStream, first: usize, count: usize, ttl: u32, len: usize| {
+        let mut script = Vec::new();
+        for i in first..first + count {
+            script.extend_from_slice(format!("set k{i} 0 {ttl} {len} noreply\r\n").as_bytes());
+            script.extend_from_slice(&value[..len]);
+            script.extend_from_slice(b"\r\n");
+        }
+        script.extend_from_slice(b"mn\r\n");
+        s.write_all(&script).unwrap();
+        assert!(read_until(s, b"MN\r\n").ends_with(b"MN\r\n"));
+    };
+    // Items that will expire unread (a class of their own), and items left unread for 2 s.
+    write(&mut s, 0, 10, 1, 100);
+    write(&mut s, 100, 1000, 3600, 1000);
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    let items = |s: &mut std::net::TcpStream| -> HashMap<String, u64> {
+        let reply = exchange(s, b"stats items\r\n", b"END\r\n");
+        let mut sums = HashMap::new();
+        for line in String::from_utf8_lossy(&reply).lines() {
+            let Some(stat) = line.strip_prefix("STAT items:") else {
+                continue;
+            };
+            let (name, value) = stat.split_once(' ').unwrap();
+            let field = name.split(':').nth(1).unwrap().to_string();
+            let value: u64 = value.parse().unwrap();
+            let sum = sums.entry(field.clone()).or_insert(0);
+            *sum = if field == "age" || field == "evicted_time" {
+                (*sum).max(value)
+            } else {
+                *sum + value
+            };
+        }
+        sums
+    };
+    let before = items(&mut s);
+    assert!(before["age"] >= 2, "{before:?}");
+    assert_eq!(before["evicted"], 0, "{before:?}");
+    // The expired ones, read now: reclaimed, never fetched.
+    let gets: String = (0..10).map(|i| format!("get k{i}\r\n")).collect();
+    let _ = exchange(&mut s, format!("{gets}mn\r\n").as_bytes(), b"MN\r\n");
+    // Ten times the memory, unread: evictions of items with an expiry, never read.
+    for round in 0..10 {
+        write(&mut s, 10_000 + round * 8_000, 8_000, 3600, 1000);
+    }
+    let after = items(&mut s);
+    assert!(after["evicted"] > 10_000, "{after:?}");
+    assert_eq!(after["evicted_nonzero"], after["evicted"], "{after:?}");
+    assert_eq!(after["evicted_unfetched"], after["evicted"], "{after:?}");
+    assert!(after["evicted_time"] <= 60, "{after:?}");
+    assert!(after["reclaimed"] >= 10, "{after:?}");
+    assert!(after["expired_unfetched"] >= 10, "{after:?}");
+}

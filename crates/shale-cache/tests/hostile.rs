@@ -116,8 +116,86 @@ fn memcache_errors_and_lies_about_lengths() {
     // An unknown command of binary bytes; then a key of one control byte, which memcached takes.
     let got = send_and_drain(server.memcache, b"\x00\x01\x02\xff\r\nget \x7f\r\n");
     assert_eq!(got, b"ERROR\r\nEND\r\n");
+    // The same lies in meta commands.
+    let got = send_and_drain(server.memcache, b"ms k 4294967295 T0\r\nabc");
+    assert_eq!(got, b"SERVER_ERROR object too large for cache\r\n");
+    let got = send_and_drain(server.memcache, b"ms k 99999999999999999999999\r\n");
+    assert_eq!(got, b"CLIENT_ERROR bad command line format\r\n");
+    let got = send_and_drain(server.memcache, b"mg \x00\x01 v\r\nma \xff\r\nmn\r\n");
+    assert_eq!(got, b"CLIENT_ERROR bad command line format\r\nNF\r\nMN\r\n");
     // Cut in the middle of a value, then gone.
     let _ = send_and_drain(server.memcache, b"set k 0 0 10\r\nabc");
+    let _ = send_and_drain(server.memcache, b"ms k 10 T5\r\nabc");
+    still_serving(&server);
+}
+
+/// Meta commands with random flags, tokens and keys (numbers out of range, signs, letters,
+/// duplicates, base64 that is not, empty and huge opaque tokens): every line answered, the
+/// stream stays framed (an `mn` at the end answers `MN`), the server keeps serving.
+#[test]
+fn meta_commands_with_random_flags() {
+    let server = TestServer::start(32 << 20);
+    let mut rng = Rng::new(21);
+    let tokens: [&[u8]; 12] = [
+        b"",
+        b"0",
+        b"-1",
+        b"30",
+        b"x",
+        b"99999999999999999999999",
+        b"18446744073709551615",
+        b"2147483648",
+        b"-2147483649",
+        b"A",
+        b"+",
+        b"=",
+    ];
+    let letters = b"bcfhklqstuvCDEFIJLMNOPRTxZ!~";
+    let commands: [&[u8]; 5] = [b"mg", b"ms", b"md", b"ma", b"me"];
+    let mut script = Vec::new();
+    for _ in 0..3000 {
+        let command = commands[rng.below(commands.len())];
+        script.extend_from_slice(command);
+        let key: &[u8] = match rng.below(5) {
+            0 => b"Zm9v",
+            1 => b"!!!",
+            2 => b"k",
+            3 => b"n",
+            _ => b"",
+        };
+        if !key.is_empty() {
+            script.push(b' ');
+            script.extend_from_slice(key);
+        }
+        let data_len = rng.below(40);
+        if command == b"ms" {
+            script.extend_from_slice(format!(" {data_len}").as_bytes());
+        }
+        for _ in 0..rng.below(22) {
+            script.push(b' ');
+            script.push(letters[rng.below(letters.len())]);
+            script.extend_from_slice(tokens[rng.below(tokens.len())]);
+        }
+        script.extend_from_slice(b"\r\n");
+        if command == b"ms" {
+            script.extend((0..data_len).map(|i| b'0' + (i % 10) as u8));
+            script.extend_from_slice(b"\r\n");
+        }
+    }
+    script.extend_from_slice(b"mn\r\n");
+    let mut stream = connect(server.memcache);
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let writer = {
+        let mut stream = stream.try_clone().unwrap();
+        std::thread::spawn(move || stream.write_all(&script))
+    };
+    let got = read_until(&mut stream, b"MN\r\n");
+    writer.join().unwrap().unwrap();
+    assert!(got.ends_with(b"MN\r\n"), "the stream lost its framing");
+    let text = String::from_utf8_lossy(&got);
+    assert!(!text.contains("SERVER_ERROR"), "{text}");
     still_serving(&server);
 }
 

@@ -22,7 +22,8 @@ fn run_script(addr: SocketAddr, steps: &[&[u8]]) -> String {
         reply.extend(common::read_until(&mut stream, b"\r\n"));
     }
     for step in steps {
-        let step = String::from_utf8_lossy(step).replace("{cas}", &cas);
+        let asked = String::from_utf8_lossy(step);
+        let step = asked.replace("{cas}", &cas);
         let mut bytes = step.clone().into_bytes();
         bytes.extend_from_slice(SENTINEL);
         let reply = exchange(&mut stream, &bytes, b"\r\n");
@@ -38,7 +39,9 @@ fn run_script(addr: SocketAddr, steps: &[&[u8]]) -> String {
         let mut normalized = Vec::new();
         for line in reply.split("\r\n") {
             let fields: Vec<&str> = line.split(' ').collect();
-            if fields.len() == 5 && fields[0] == "VALUE" {
+            if ["VA", "HD", "EN", "NS", "EX", "NF"].contains(&fields[0]) {
+                normalized.push(meta_line(&fields, &mut cas));
+            } else if fields.len() == 5 && fields[0] == "VALUE" {
                 cas = fields[4].to_string();
                 normalized.push(format!(
                     "{} {} {} {} CAS",
@@ -52,11 +55,34 @@ fn run_script(addr: SocketAddr, steps: &[&[u8]]) -> String {
         }
         transcript.push_str(&format!(
             ">> {}\n{}\n",
-            step.escape_debug(),
+            asked.escape_debug(),
             normalized.join("\n")
         ));
     }
     transcript
+}
+
+/// A meta reply line with each server's own figures replaced: the CAS version (`c<n>`, kept for
+/// `{cas}` unless 0), seconds since the last access (`l<n>`) and a positive time to live
+/// (`t<n>`: the two servers' clocks tick their seconds at different moments).
+fn meta_line(fields: &[&str], cas: &mut String) -> String {
+    let mut out = vec![fields[0].to_string()];
+    for field in &fields[1..] {
+        let (flag, token) = field.split_at(field.len().min(1));
+        let number = !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit());
+        out.push(match flag {
+            "c" if number => {
+                if token != "0" {
+                    *cas = token.to_string();
+                }
+                "cCAS".to_string()
+            }
+            "l" if number => "lSECONDS".to_string(),
+            "t" if number && token != "0" => "tTTL".to_string(),
+            _ => field.to_string(),
+        });
+    }
+    out.join(" ")
 }
 
 fn same_as_memcached(name: &str, steps: &[&[u8]]) {
@@ -64,9 +90,18 @@ fn same_as_memcached(name: &str, steps: &[&[u8]]) {
     let cache = TestServer::start(64 << 20);
     let want = run_script(memcached.addr, steps);
     let got = run_script(cache.memcache, steps);
-    assert_eq!(
-        got, want,
-        "{name}: the cache (left) answers differently from memcached (right)"
+    // Name the steps that differ, shortened: a step may carry a megabyte.
+    let short = |s: &str| s.chars().take(400).collect::<String>();
+    let differ: Vec<String> = got
+        .split("\n>> ")
+        .zip(want.split("\n>> "))
+        .filter(|(g, w)| g != w)
+        .map(|(g, w)| format!("the cache:\n{}\nmemcached:\n{}", short(g), short(w)))
+        .collect();
+    assert!(
+        differ.is_empty() && got == want,
+        "{name}: the cache answers differently from memcached:\n{}",
+        differ.join("\n---\n")
     );
 }
 
@@ -165,6 +200,168 @@ fn gat_matches_memcached() {
             b"gat 0 b\r\ntouch b 100\r\n",
         ],
     );
+}
+
+/// Meta get (memcached 1.6, what modern clients and memcached's proxy send): return flags in
+/// the order asked, quiet mode (only a miss is silent), base64 keys, opaque tokens, `T` before
+/// and after `t`, `h` (read before), `N` (vivify: `W` to the first client, `Z` to the next), `R`
+/// (win the recache near expiry).
+#[test]
+fn meta_get_matches_memcached() {
+    same_as_memcached(
+        "meta get",
+        &[
+            b"mn\r\nmn x\r\n",
+            b"mg foo v\r\nmg foo\r\nmg foo v k Oq1\r\nmg foo k O9 s v\r\n",
+            b"ms foo 3\r\nbar\r\nmg foo\r\nmg foo v\r\n",
+            b"mg foo v k t f c s\r\nmg foo s v c f t k Oabc q\r\n",
+            b"mg foo q\r\nmg foo q v\r\nmg zz q k\r\nmg zz q v\r\nmn\r\n",
+            b"ms f2 3 T100 F5 c k Oq1\r\nbaz\r\nmg f2 t f v\r\n",
+            b"mg f2 T0 t\r\nmg f2 t T50\r\nmg f2 t\r\nmg f2 T-1 v\r\nmg f2 v\r\n",
+            b"ms h 1\r\nx\r\nmg h h v\r\nmg h h\r\nmg h u h\r\nmg h l s\r\n",
+            b"mg Zm9v b v k\r\nms Zm9v 1 b\r\nZ\r\nmg foo v k\r\nmg Zm9v b k v c\r\n",
+            b"mg v1 N30 v c t s f\r\nmg v1 N30 v c t\r\nmg v1 v\r\nmg v1 k Oo\r\n",
+            b"ms r 1 T100\r\nx\r\nmg r R30 v\r\nmg r R200 v\r\nmg r R200 v\r\n",
+            b"ms inf 1\r\nx\r\nmg inf R200 v\r\n",
+        ],
+    );
+}
+
+/// Meta set: modes (set, add, replace, append, prepend), CAS (also on append), flags, TTL,
+/// quiet mode (only success is silent), and refusals (the data of a refused line with a length
+/// is skipped, as memcached skips it).
+#[test]
+fn meta_set_matches_memcached() {
+    let long_key = "k".repeat(251);
+    let long = format!("ms {long_key} 1\r\nx\r\n");
+    let too_large = format!(
+        "ms big 1100000 T0\r\n{}\r\nmg big s\r\n",
+        "x".repeat(1_100_000)
+    );
+    same_as_memcached(
+        "meta set",
+        &[
+            b"ms a 1\r\nx\r\nmg a v c\r\n",
+            b"ms a 1 MA\r\ny\r\nms a 1 MP\r\nz\r\nmg a v\r\nms a 1 Ma\r\nw\r\nms a 1 Ms\r\nw\r\n",
+            b"ms zz 2 MA\r\nxx\r\nms zz 2 MR q\r\nxx\r\nms zz 2 MA N0\r\nxx\r\nmn\r\n",
+            b"ms a 2 ME\r\nzz\r\nms a 2 ME q\r\nzz\r\nms n 2 ME q\r\nnn\r\nmg n v\r\nmn\r\n",
+            b"ms a 2 MS C999999\r\nqq\r\nms a 2 C999999 c\r\nqq\r\nms a 2 C0 q\r\nqq\r\nmn\r\n",
+            b"mg a c\r\n",
+            b"ms a 1 MA C{cas}\r\nw\r\nmg a v\r\nms a 1 MA C999999\r\nv\r\n",
+            b"mg a c\r\n",
+            b"ms a 1 C{cas} c k Oo\r\nq\r\nmg a v c\r\nms a 1 MP C999999 q\r\nv\r\nmn\r\n",
+            b"ms a 1 MR C1\r\nr\r\nms nothere 1 C1\r\nx\r\nms nothere 1 MR\r\nx\r\n",
+            b"ms a 2 MX\r\nqq\r\nms a 2 Q\r\nqq\r\nms a 2 E777\r\nqq\r\nms a 2 MSS\r\nqq\r\n",
+            b"ms a x\r\nqq\r\n",
+            b"ms a\r\nms\r\nms a -1\r\nms a 2\r\nqqq\r\n",
+            b"ms a 3 F-1\r\nabc\r\nms a 3 Tx\r\nabc\r\nms a 3 T-1\r\nabc\r\nmg a v\r\n",
+            b"ms a 1 F4294967297\r\nx\r\nmg a f\r\nms a 1 F7 T100 I\r\nx\r\nmg a f t v\r\n",
+            b"ms a 1 k b\r\nx\r\nms a 1 v\r\nx\r\nms a 1 c c\r\nx\r\n",
+            b"ms a 1 v t s f h l u R5 N5 J1 D1 P1 L1\r\nx\r\nmd a v t s f h l u c R5 J1 D1 M1 F1\r\n",
+            b"ms a 1\r\nx\r\nma a f s h l u R1 F1 I\r\nmg a C1 F1 M1 J1 D1 I P1 L1 v\r\n",
+            long.as_bytes(),
+            too_large.as_bytes(),
+        ],
+    );
+}
+
+/// Meta delete and invalidation: `C` compare, quiet mode (NF and EX still answer), `I` keeps the
+/// item stale under a new CAS version (`X`, `W` once, then `Z`), a set with an older CAS and `I`
+/// is kept stale.
+#[test]
+fn meta_delete_and_invalidation_match_memcached() {
+    let long_opaque = format!("md a O{}\r\n", "x".repeat(40));
+    same_as_memcached(
+        "meta delete",
+        &[
+            b"md a\r\nms a 1\r\nx\r\nmd a\r\nmd a\r\n",
+            b"ms a 1\r\nx\r\nmd a q\r\nmd a q\r\nmn\r\n",
+            b"ms a 1\r\nx\r\nmd a C1\r\nmd a C1 q\r\nmn\r\n",
+            b"mg a c\r\n",
+            b"md a C{cas} k Oz\r\nmg a v\r\n",
+            b"ms a 1 T100\r\nx\r\nmd a I T30\r\nmg a v c t\r\nmg a v c t k\r\n",
+            b"ms a 1 C1 I\r\nw\r\nmg a v\r\nms a 1 I\r\nz\r\nmg a v\r\n",
+            b"ms b 1\r\nx\r\nmd b I\r\nmg b t v\r\nmg b c\r\n",
+            b"md a E5\r\nmd a x\r\nmd\r\nmd !!! b\r\nmd Zm9v b\r\nmd a Cx\r\n",
+            long_opaque.as_bytes(),
+        ],
+    );
+}
+
+/// Meta arithmetic: modes, delta, `N`/`J` (create a missing counter with J, not J + D), `C`,
+/// `T`, quiet mode (success is silent, NF answers), the value as a number.
+#[test]
+fn meta_arithmetic_matches_memcached() {
+    same_as_memcached(
+        "meta arithmetic",
+        &[
+            b"ms n 1\r\n5\r\nma n\r\nma n v\r\nma n MD D3 v t c\r\n",
+            b"ma nope\r\nma nope N0 J10 v\r\nma nope q\r\nma nope q v\r\nma nn q\r\nmn\r\n",
+            b"ma n D5 MI\r\nma n D5 M+ v\r\nma n D100 M- v\r\nma n MD D1 v\r\nma n Md v\r\n",
+            b"ma n Dx\r\nma n D-1\r\nma n MX\r\nma n MXY\r\nma n E5\r\nma\r\nma !!! b\r\n",
+            b"ms t 1\r\nq\r\nma t\r\nma n C1 v\r\nma n C1 q\r\nmn\r\n",
+            b"ma n T100 t v N5\r\nma new N0 v t\r\nma new2 N100 J7 v t k\r\nma new2 v\r\n",
+            b"ms big 20\r\n18446744073709551615\r\nma big v\r\nma big MD D5 v\r\n",
+            b"mg n c\r\n",
+            b"ma n C{cas} v k Oo t c\r\nma Zm5u b v k\r\nma Zm5u b N0 J3 v k\r\nmg Zm5u b k v\r\n",
+        ],
+    );
+}
+
+/// The limits of a meta line: keys of 250 and 251 bytes, 19 and 20 words.
+#[test]
+fn meta_limits_match_memcached() {
+    let key_250 = "k".repeat(250);
+    let key_251 = "k".repeat(251);
+    let ok = format!("ms {key_250} 1\r\nx\r\nmg {key_250} v k\r\nmd {key_250}\r\n");
+    let long = format!("mg {key_251} v\r\nmd {key_251}\r\nma {key_251}\r\nme {key_251}\r\n");
+    let words_19 = "mg a k v t c f s h l u O1 T0 R1 N1 q k k k\r\n";
+    let words_20 = "mg a k v t c f s h l u O1 T0 R1 N1 q k k k k\r\n";
+    let set_20 = "ms a 1 k c T0 F1 q MS O1 I k k k k k k k k k\r\nx\r\n";
+    same_as_memcached(
+        "meta limits",
+        &[
+            ok.as_bytes(),
+            long.as_bytes(),
+            words_19.as_bytes(),
+            words_20.as_bytes(),
+            set_20.as_bytes(),
+            b"me\r\nme a b c\r\nme missing\r\nme !!! b\r\n",
+        ],
+    );
+}
+
+/// `me`: memcached's debug line. Its figures are each server's own (memcached 1.6.18 even
+/// prints a negative `exp` for a future expiry), so it is checked field by field.
+#[test]
+fn meta_debug_describes_the_item() {
+    let cache = TestServer::start(64 << 20);
+    let mut stream = connect(cache.memcache);
+    let reply = exchange(
+        &mut stream,
+        b"ms dbg 5 T100\r\nhello\r\nme dbg\r\nmg dbg v\r\nme dbg\r\nme Zm9v b\r\nmn\r\n",
+        b"MN\r\n",
+    );
+    let text = String::from_utf8_lossy(&reply);
+    let lines: Vec<&str> = text.split("\r\n").collect();
+    assert_eq!(lines[0], "HD", "{text}");
+    let fields = |line: &str| -> Vec<String> { line.split(' ').map(str::to_string).collect() };
+    let first = fields(lines[1]);
+    assert_eq!(&first[..2], ["ME", "dbg"], "{text}");
+    let exp: u64 = first[2].strip_prefix("exp=").unwrap().parse().unwrap();
+    assert!((98..=100).contains(&exp), "{text}");
+    assert!(
+        first[3].starts_with("la=") && first[4].starts_with("cas="),
+        "{text}"
+    );
+    assert_eq!(first[5], "fetch=no", "{text}");
+    assert!(
+        first[6].starts_with("cls=") && first[7] == "size=40",
+        "{text}"
+    );
+    assert_eq!(lines[2..4], ["VA 5", "hello"], "{text}");
+    assert_eq!(fields(lines[4])[5], "fetch=yes", "{text}");
+    assert_eq!(lines[5..7], ["EN", "MN"], "{text}");
 }
 
 #[test]
@@ -368,11 +565,19 @@ fn memcached_tool_dumps_every_item_and_displays_the_classes() {
             ),
         }
     }
-    let out = tool("perl", &[SCRIPT, &addr, "display"]);
+    let out = tool("perl", &["-w", SCRIPT, &addr, "display"]);
     let display = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && display.lines().count() > 2,
         "memcached-tool display: {display}"
+    );
+    // Every column it prints is there (`age` and `evicted_time` were missing: under -w perl
+    // warned of uninitialized values in its printf, and printed 0). Its test of classes that
+    // hold no page warns against memcached as well, and is not ours to fix.
+    let warnings = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !warnings.contains("uninitialized value in printf"),
+        "memcached-tool display: {warnings}"
     );
     // `sizes` waited for ever too (`stats sizes` was an ERROR, not a report ending in END).
     let out = tool("timeout", &["60", "perl", SCRIPT, &addr, "sizes"]);

@@ -1,7 +1,8 @@
 //! The memcached text protocol (memcached's `protocol.txt`): get, gets, set, add, replace,
 //! append, prepend, cas, delete, incr, decr, touch, gat, gats, flush_all, stats (general, settings, slabs,
 //! items, cachedump), lru_crawler metadump, version, verbosity, quit, and `noreply` on every
-//! command that takes it. The two dumps are what memcached's admin tools list keys with
+//! command that takes it; and the meta commands (`mg`, `ms`, `md`, `ma`, `mn`, `me`, module
+//! [`meta`]). The two dumps are what memcached's admin tools list keys with
 //! (libmemcached's memcdump, memcached's memcached-tool); they walk slab memory in slab order,
 //! where memcached walks its LRU.
 //!
@@ -10,6 +11,8 @@
 //! too large is refused with `SERVER_ERROR object too large for cache` and its bytes are skipped
 //! as they arrive, never buffered. Where it is a quirk of its implementation it is not: `decr`
 //! writes the number without memcached's trailing-space padding.
+
+mod meta;
 
 use std::fmt::Write as _;
 
@@ -73,6 +76,10 @@ enum Pending {
     /// `lru_crawler metadump`: written over as many rounds as it takes; the requests after it
     /// wait (parsing stops while it runs).
     MetaDump(MetaDump),
+    /// A meta command (`mg`, `ms`, `md`, `ma`).
+    Meta(Box<meta::MetaReply>),
+    /// `me <key>`: the get of its key.
+    MetaDebug(OpId),
 }
 
 /// memcached's cap on a `stats cachedump` reply.
@@ -388,6 +395,10 @@ impl MemcacheSession {
                     cas: command == b"gats",
                 });
                 done
+            }
+            b"mg" | b"ms" | b"md" | b"ma" | b"mn" | b"me" => {
+                let all: Vec<&[u8]> = words().take(meta::MAX_META_WORDS + 1).collect();
+                self.meta(input, line_end, &all, count, worker)
             }
             _ if count > MAX_WORDS => {
                 self.pending.push(Pending::Text(ERROR));
@@ -754,6 +765,8 @@ impl Session for MemcacheSession {
                     StatsKind::Items => items_text(worker),
                 }),
                 Pending::CacheDump { class, limit } => cachedump_text(worker, class, limit, out),
+                Pending::Meta(meta) => meta.write(worker, out),
+                Pending::MetaDebug(id) => meta::write_debug(worker, id, out),
                 Pending::MetaDump(mut dump) => {
                     if !dump.write(worker, out) {
                         self.pending.push(Pending::MetaDump(dump));
@@ -867,22 +880,35 @@ fn slabs_text(worker: &Worker<'_>) -> Vec<u8> {
 }
 
 /// memcached's `stats items`: per class that holds memory (numbered as in `stats slabs`), its
-/// items and what was evicted from it. Of memcached's fields, those a CLOCK cache has no
-/// counterpart for are left out: the LRU segments (`number_hot`, `age_warm`, `moves_to_cold`,
-/// ...), `age` (CLOCK keeps no oldest item), the crawler's counters. Index entries lost to cuckoo
+/// items and what was evicted from it. `age` is the seconds since the last read of the item the
+/// CLOCK hand would evict next (memcached: of its LRU's tail item; both keep an item's read time
+/// to the minute, [`crate::item::ACCESS_UPDATE_S`]); `evicted_time` the seconds between the last
+/// read of the latest evicted item and its eviction. Of memcached's fields, those a CLOCK cache
+/// has no counterpart for are left out: the LRU segments (`number_hot`, `age_warm`,
+/// `moves_to_cold`, ...), the crawler's counters, `mem_requested`. Index entries lost to cuckoo
 /// overflow are evictions too, counted in `stats` (`index_lossy`), not per class.
 fn items_text(worker: &Worker<'_>) -> Vec<u8> {
-    let stats = worker.cache().slabs().stats();
+    let slabs = worker.cache().slabs();
+    let stats = slabs.stats();
+    let now_s = worker.now_s();
     let mut text = String::new();
     for class in &stats.classes {
         let id = class.class + 1;
+        // SAFETY: replies are written in the round, while the thread is pinned.
+        let candidate = unsafe { slabs.clock_candidate(class.class) };
+        let age = candidate.map_or(0, |item| now_s.saturating_sub(item.access_s()));
         let mut stat = |name: &str, value: u64| {
             let _ = write!(text, "STAT items:{id}:{name} {value}\r\n");
         };
         stat("number", class.items as u64);
+        stat("age", u64::from(age));
         stat("evicted", class.evicted);
+        stat("evicted_nonzero", class.evicted_nonzero);
+        stat("evicted_time", class.evicted_time);
         stat("outofmemory", class.out_of_memory);
         stat("reclaimed", class.reclaimed);
+        stat("expired_unfetched", class.expired_unfetched);
+        stat("evicted_unfetched", class.evicted_unfetched);
     }
     text.push_str("END\r\n");
     text.into_bytes()

@@ -27,8 +27,8 @@ use std::time::Instant;
 use rustc_hash::FxHashMap;
 
 use crate::index::{BatchIndex, IndexBatch, IndexError, IndexResults, KeyHash, Location};
-use crate::item::{item_len, ItemMeta, ItemRef, NEVER};
-use crate::op::{EvictReason, IncrStyle, Jobs, Op, OpKind, Outcome, SetMode};
+use crate::item::{item_len, ItemMeta, ItemRef, NEVER, STALE, TOKEN_SENT};
+use crate::op::{EvictReason, IncrStyle, Jobs, Op, OpKind, Outcome, SetMode, KEEP_EXPIRY};
 use crate::slab::{AllocError, ClassEvent, Slabs};
 use crate::stats::Stats;
 
@@ -373,7 +373,8 @@ impl Core {
                         }
                     };
                     Stats::add(counter, 1);
-                    cx.slabs.count_at(loc, event);
+                    cx.slabs
+                        .count_removal(loc, &item, event, (cx.now_ms / 1000) as u32);
                 }
             }
         }
@@ -414,7 +415,9 @@ impl Core {
             if op.outcome == Outcome::Pending {
                 op.outcome = match op.kind {
                     OpKind::Get => Outcome::Miss,
-                    OpKind::Delete | OpKind::Touch { .. } => Outcome::NotFound,
+                    OpKind::Delete | OpKind::MetaDelete { .. } | OpKind::Touch { .. } => {
+                        Outcome::NotFound
+                    }
                     _ => Outcome::NoMemory,
                 };
             }
@@ -510,7 +513,9 @@ impl Core {
         self.overlay.insert(hash, Overlay::Absent);
     }
 
-    /// Stores a new item made by the scheduler itself (append, incr).
+    /// Stores a new item made by the scheduler itself (append, incr: `copy_of` None, a new CAS
+    /// version), or a changed copy of `copy_of` (touch, invalidate: its CAS version, marks and
+    /// access time).
     fn store(
         &mut self,
         cx: &PassContext<'_>,
@@ -518,12 +523,23 @@ impl Core {
         parts: &[&[u8]],
         flags: u32,
         expire_ms: u64,
-        cas: Option<u64>,
+        copy_of: Option<&ItemRef<'_>>,
     ) -> Option<Location> {
-        let meta = ItemMeta {
-            cas: cas.unwrap_or_else(|| self.next_cas()),
-            expire_ms,
-            flags,
+        let meta = match copy_of {
+            Some(item) => ItemMeta {
+                cas: item.cas(),
+                expire_ms,
+                flags,
+                state: item.state(),
+                access_s: item.access_s(),
+            },
+            None => ItemMeta {
+                cas: self.next_cas(),
+                expire_ms,
+                flags,
+                state: 0,
+                access_s: (cx.now_ms / 1000) as u32,
+            },
         };
         match cx.slabs.store(key, parts, meta) {
             Ok(loc) => Some(loc),
@@ -590,7 +606,7 @@ impl Core {
                             &[item.value()],
                             item.flags(),
                             expire_ms,
-                            Some(item.cas()),
+                            Some(&item),
                         ) {
                             Some(new) => {
                                 self.write_insert(cx, op.hash, new, Some(loc));
@@ -605,9 +621,17 @@ impl Core {
                     }
                 }
             }
-            OpKind::Incr { delta, decr, style } => {
-                self.resolve_incr(cx, key, op.hash, found, (delta, decr, style))
-            }
+            OpKind::MetaDelete {
+                cas,
+                invalidate,
+                expire_ms,
+            } => self.resolve_meta_delete(cx, key, op.hash, found, (cas, invalidate, expire_ms)),
+            OpKind::Incr {
+                delta,
+                decr,
+                style,
+                cas,
+            } => self.resolve_incr(cx, key, op.hash, found, (delta, decr, style, cas)),
             OpKind::Flush => Outcome::Flushed,
         };
         lists[list].ops[i].outcome = outcome;
@@ -646,11 +670,22 @@ impl Core {
                 Stats::add(&stats.not_stored, 1);
                 Outcome::NotStored
             }
-            (SetMode::Cas(_), None) => {
+            (SetMode::Cas(_) | SetMode::CasOrStale(_), None) => {
                 Stats::add(&stats.cas_misses, 1);
                 Outcome::NotFound
             }
-            (SetMode::Cas(version), Some((_, item))) => {
+            (SetMode::CasOrStale(version), Some((_, item))) if version < item.cas() => {
+                // SAFETY: this thread is pinned and `loc` is the new item it was handed, not yet
+                // seen by any reader.
+                if let Some(new) = unsafe { cx.slabs.item(loc) } {
+                    new.set_expire_ms(item.expire_ms());
+                    new.mark(STALE | (item.state() & TOKEN_SENT));
+                }
+                Stats::add(&stats.cas_hits, 1);
+                self.write_insert(cx, hash, loc, base);
+                return Outcome::Stored;
+            }
+            (SetMode::Cas(version) | SetMode::CasOrStale(version), Some((_, item))) => {
                 if item.cas() == version {
                     Stats::add(&stats.cas_hits, 1);
                     self.write_insert(cx, hash, loc, base);
@@ -659,15 +694,23 @@ impl Core {
                 Stats::add(&stats.cas_badval, 1);
                 Outcome::Exists
             }
-            (SetMode::Append | SetMode::Prepend, None) => {
+            (SetMode::Append | SetMode::Prepend | SetMode::CasAppend { .. }, None) => {
                 Stats::add(&stats.not_stored, 1);
                 Outcome::NotStored
             }
-            (SetMode::Append | SetMode::Prepend, Some((_, item))) => {
+            (SetMode::CasAppend { cas, .. }, Some((_, item))) if item.cas() != cas => {
+                Stats::add(&stats.cas_badval, 1);
+                Outcome::Exists
+            }
+            (SetMode::Append | SetMode::Prepend | SetMode::CasAppend { .. }, Some((_, item))) => {
+                let append = matches!(
+                    mode,
+                    SetMode::Append | SetMode::CasAppend { prepend: false, .. }
+                );
                 // SAFETY: this thread is pinned and `loc` is the fragment item it was handed.
                 let fragment = unsafe { cx.slabs.item(loc) };
                 let combined = fragment.and_then(|fragment| {
-                    let parts: [&[u8]; 2] = if mode == SetMode::Append {
+                    let parts: [&[u8]; 2] = if append {
                         [item.value(), fragment.value()]
                     } else {
                         [fragment.value(), item.value()]
@@ -689,13 +732,53 @@ impl Core {
         outcome
     }
 
+    fn resolve_meta_delete(
+        &mut self,
+        cx: &PassContext<'_>,
+        key: &[u8],
+        hash: KeyHash,
+        found: Option<[Location; 2]>,
+        (cas, invalidate, expire_ms): (u64, bool, u64),
+    ) -> Outcome {
+        let stats = cx.stats;
+        let Some((loc, item)) = self.current(cx, key, hash, found) else {
+            Stats::add(&stats.delete_misses, 1);
+            return Outcome::NotFound;
+        };
+        if cas != 0 && item.cas() != cas {
+            return Outcome::Exists;
+        }
+        Stats::add(&stats.delete_hits, 1);
+        if !invalidate {
+            self.write_delete(cx, hash, loc);
+            return Outcome::Deleted;
+        }
+        // Invalidated: a copy under a new CAS version, marked stale, its marks and access time
+        // kept (memcached bumps the CAS of an invalidated item).
+        let expire_ms = if expire_ms == KEEP_EXPIRY {
+            item.expire_ms()
+        } else {
+            expire_ms
+        };
+        let new = self.store(cx, key, &[item.value()], item.flags(), expire_ms, None);
+        let Some(new) = new else {
+            return Outcome::NoMemory;
+        };
+        // SAFETY: this thread is pinned and `new` is the item it just wrote, unseen by readers.
+        if let Some(copy) = unsafe { cx.slabs.item(new) } {
+            copy.mark(item.state() | STALE);
+        }
+        self.write_insert(cx, hash, new, Some(loc));
+        Outcome::Deleted
+    }
+
     fn resolve_incr(
         &mut self,
         cx: &PassContext<'_>,
         key: &[u8],
         hash: KeyHash,
         found: Option<[Location; 2]>,
-        (delta, decr, style): (u64, bool, IncrStyle),
+        (delta, decr, style, cas): (u64, bool, IncrStyle, u64),
     ) -> Outcome {
         let stats = cx.stats;
         let current = self.current(cx, key, hash, found);
@@ -716,6 +799,9 @@ impl Core {
                 let Some((_, item)) = current else {
                     return Outcome::NotFound;
                 };
+                if cas != 0 && item.cas() != cas {
+                    return Outcome::Exists;
+                }
                 let Some(old) = parse_unsigned(item.value()) else {
                     return Outcome::NotANumber;
                 };

@@ -158,6 +158,15 @@ pub struct ClassStats {
     pub reclaimed: u64,
     /// Stores refused for want of memory.
     pub out_of_memory: u64,
+    /// Evicted items that had an expiry (memcached's `evicted_nonzero`).
+    pub evicted_nonzero: u64,
+    /// Evicted items never read (`evicted_unfetched`).
+    pub evicted_unfetched: u64,
+    /// Expired items reclaimed that were never read (`expired_unfetched`).
+    pub expired_unfetched: u64,
+    /// Seconds between the last read (or store) of the latest evicted item and its eviction
+    /// (`evicted_time`).
+    pub evicted_time: u64,
 }
 
 impl ClassStats {
@@ -184,12 +193,16 @@ pub enum ClassEvent {
     OutOfMemory,
 }
 
-/// Per-class counters of [`ClassEvent`]s.
+/// Per-class counters of [`ClassEvent`]s and of what the removed items were.
 #[derive(Debug, Default)]
 struct ClassCounts {
     evicted: AtomicU64,
     reclaimed: AtomicU64,
     out_of_memory: AtomicU64,
+    evicted_nonzero: AtomicU64,
+    evicted_unfetched: AtomicU64,
+    expired_unfetched: AtomicU64,
+    evicted_time: AtomicU64,
 }
 
 impl ClassCounts {
@@ -694,16 +707,92 @@ impl Slabs {
                 evicted: counts.evicted.load(Ordering::Relaxed),
                 reclaimed: counts.reclaimed.load(Ordering::Relaxed),
                 out_of_memory: counts.out_of_memory.load(Ordering::Relaxed),
+                evicted_nonzero: counts.evicted_nonzero.load(Ordering::Relaxed),
+                evicted_unfetched: counts.evicted_unfetched.load(Ordering::Relaxed),
+                expired_unfetched: counts.expired_unfetched.load(Ordering::Relaxed),
+                evicted_time: counts.evicted_time.load(Ordering::Relaxed),
             });
         }
         stats
     }
 
-    /// Counts `event` for the class of `loc`.
-    pub fn count_at(&self, loc: Location, event: ClassEvent) {
-        if let Some(class) = self.class_of(loc) {
-            self.counts[class].of(event).fetch_add(1, Ordering::Relaxed);
+    /// Counts the removal of `item` at `loc` (evicted by CLOCK, or reclaimed expired: `event`)
+    /// at cache-clock second `now_s`: [`ClassEvent`] and what the item was (read or not, with an
+    /// expiry or not, when it was last read).
+    pub fn count_removal(&self, loc: Location, item: &ItemRef<'_>, event: ClassEvent, now_s: u32) {
+        let Some(class) = self.class_of(loc) else {
+            return;
+        };
+        let counts = &self.counts[class];
+        counts.of(event).fetch_add(1, Ordering::Relaxed);
+        let unfetched = item.state() & item::FETCHED == 0;
+        match event {
+            ClassEvent::Evicted => {
+                if item.expire_ms() != item::NEVER {
+                    counts.evicted_nonzero.fetch_add(1, Ordering::Relaxed);
+                }
+                if unfetched {
+                    counts.evicted_unfetched.fetch_add(1, Ordering::Relaxed);
+                }
+                let idle = now_s.saturating_sub(item.access_s());
+                counts
+                    .evicted_time
+                    .store(u64::from(idle), Ordering::Relaxed);
+            }
+            ClassEvent::Reclaimed if unfetched => {
+                counts.expired_unfetched.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
         }
+    }
+
+    /// The item the CLOCK hand of class `class` would evict next: the first live slot at or
+    /// after the hand whose counter is 0, else the first live one (looked for over at most a
+    /// page's worth of slots). Its last read is the counterpart of memcached's LRU tail age.
+    ///
+    /// # Safety
+    /// The calling thread is pinned ([`Epochs::pin`]) while it uses the item.
+    pub unsafe fn clock_candidate<'a>(&'a self, class: usize) -> Option<ItemRef<'a>> {
+        let (pages, (mut page_at, mut word_at)) = {
+            let state = self.state[class].lock();
+            (state.pages.clone(), state.hand)
+        };
+        if pages.is_empty() {
+            return None;
+        }
+        let per_page = PAGE_SIZE / self.classes.size(class);
+        let words = per_page.div_ceil(64);
+        let mut first_live = None;
+        for _ in 0..WORDS_PER_PAGE.min(words * pages.len()) {
+            let page = pages[page_at % pages.len()] as usize;
+            let index = page * WORDS_PER_PAGE + word_at;
+            let mut valid = u64::MAX;
+            let last = per_page - word_at * 64;
+            if last < 64 {
+                valid = (1u64 << last) - 1;
+            }
+            let live = self.word(&self.live, index).load(Ordering::Relaxed) & valid;
+            let low = self.word(&self.clock, 2 * index).load(Ordering::Relaxed);
+            let high = self
+                .word(&self.clock, 2 * index + 1)
+                .load(Ordering::Relaxed);
+            let cold = live & !low & !high;
+            let slot = |bits: u64| join(page, word_at * 64 + bits.trailing_zeros() as usize);
+            if cold != 0 {
+                // SAFETY: the caller is pinned, so the live slot's item stays readable.
+                return unsafe { self.item(slot(cold)) };
+            }
+            if live != 0 && first_live.is_none() {
+                first_live = Some(slot(live));
+            }
+            word_at += 1;
+            if word_at == words {
+                word_at = 0;
+                page_at += 1;
+            }
+        }
+        // SAFETY: as above.
+        first_live.and_then(|loc| unsafe { self.item(loc) })
     }
 
     /// Counts `event` for the class of items of `len` bytes (header, key and value).

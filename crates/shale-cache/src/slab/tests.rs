@@ -6,6 +6,7 @@ fn meta(cas: u64) -> ItemMeta {
         cas,
         expire_ms: 0,
         flags: 7,
+        ..ItemMeta::default()
     }
 }
 
