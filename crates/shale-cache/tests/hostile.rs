@@ -119,6 +119,10 @@ fn memcache_errors_and_lies_about_lengths() {
     // The same lies in meta commands.
     let got = send_and_drain(server.memcache, b"ms k 4294967295 T0\r\nabc");
     assert_eq!(got, b"SERVER_ERROR object too large for cache\r\n");
+    let got = send_and_drain(server.memcache, b"ms k 18446744073709551615 T0\r\nabc");
+    assert_eq!(got, b"SERVER_ERROR object too large for cache\r\n");
+    let got = send_and_drain(server.memcache, b"ms k 18446744073709551615 !\r\nabc");
+    assert_eq!(got, b"CLIENT_ERROR invalid flag\r\n");
     let got = send_and_drain(server.memcache, b"ms k 99999999999999999999999\r\n");
     assert_eq!(got, b"CLIENT_ERROR bad command line format\r\n");
     let got = send_and_drain(server.memcache, b"mg \x00\x01 v\r\nma \xff\r\nmn\r\n");

@@ -331,7 +331,7 @@ impl MemcacheSession {
             session.pending.push(Pending::Text(text));
             match data_len {
                 Some(n) => {
-                    session.swallow = n + 2;
+                    session.swallow = n.saturating_add(2);
                     (line_end, Step::Done)
                 }
                 None => (line_end, Step::Done),
