@@ -47,7 +47,8 @@ One client SETs --count values of each size (MiB) while --clients others run sma
 reports their p50/p99/max latency during the large writes and the servers' peak memory growth.
 Shale runs with its defaults plus --proto-max-bulk-len 536870912 (and any --shale-arg); Redis
 persistence is none (no RDB, no AOF) or everysec/always/no (AOF with that appendfsync).
---baseline runs another `shale` binary (an older build) the same way, as one more server.";
+--baseline runs another `shale` binary (an older build) the same way, as one more server;
+repeat it for more (each is labelled by its file name).";
 
 /// Arguments.
 #[derive(Debug, Clone)]
@@ -66,8 +67,8 @@ pub struct LargeValuesArgs {
     pub shale_args: Vec<String>,
     /// The `shale` binary.
     pub shale_bin: Option<PathBuf>,
-    /// Another `shale` binary run the same way (an older build, to compare against).
-    pub baseline: Option<PathBuf>,
+    /// Other `shale` binaries run the same way (older builds, to compare against).
+    pub baselines: Vec<PathBuf>,
     /// Seconds of the CPU check per round (0: none).
     pub cpucheck_secs: u32,
     /// Markdown report file.
@@ -84,7 +85,7 @@ impl Default for LargeValuesArgs {
             redis_modes: vec!["none".into(), "everysec".into()],
             shale_args: Vec::new(),
             shale_bin: None,
-            baseline: None,
+            baselines: Vec::new(),
             cpucheck_secs: 5,
             out: None,
         }
@@ -137,7 +138,7 @@ pub fn parse_args(args: &[String]) -> Result<Option<LargeValuesArgs>> {
             }
             "shale-arg" => a.shale_args.push(v.clone()),
             "shale-bin" => a.shale_bin = Some(PathBuf::from(v)),
-            "baseline" => a.baseline = Some(PathBuf::from(v)),
+            "baseline" => a.baselines.push(PathBuf::from(v)),
             "cpucheck" => a.cpucheck_secs = num(v)? as u32,
             "out" | "o" => a.out = Some(PathBuf::from(v)),
             _ => {
@@ -178,7 +179,10 @@ impl Server {
     fn label(&self) -> String {
         match self {
             Server::Shale => "Shale".into(),
-            Server::Baseline(_) => "Shale baseline".into(),
+            Server::Baseline(bin) => format!(
+                "Shale baseline {}",
+                bin.file_name().unwrap_or_default().to_string_lossy()
+            ),
             Server::Redis(m) => format!("Redis ({m})"),
         }
     }
@@ -244,7 +248,7 @@ fn run(a: &LargeValuesArgs) -> Result<String> {
     let largest = a.sizes_mib.iter().max().copied().unwrap_or(1) * MIB;
     let value = random_bytes(largest);
     let mut servers = vec![Server::Shale];
-    if let Some(baseline) = &a.baseline {
+    for baseline in &a.baselines {
         if !baseline.is_file() {
             return Err(Error::usage(format!("{} not found", baseline.display())));
         }
@@ -412,6 +416,36 @@ impl Client {
 /// One small command: when it started and how long it took.
 type Timed = (Instant, Duration);
 
+/// A small client's [`Timed`] records, in chunks of a fixed capacity. One `Vec` that doubles
+/// copies all it holds at once (tens of MiB after a few seconds): a stretch of CPU on the
+/// client's thread that, on two CPUs, preempted the server's connection thread for up to 32 ms
+/// in traced runs, and was then counted as the server's latency.
+#[derive(Default)]
+struct TimedLog {
+    chunks: Vec<Vec<Timed>>,
+}
+
+impl TimedLog {
+    /// Records per chunk (2 MiB).
+    const CHUNK: usize = 64 << 10;
+
+    fn push(&mut self, t: Timed) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < Self::CHUNK => c.push(t),
+            _ => {
+                let mut c = Vec::with_capacity(Self::CHUNK);
+                c.push(t);
+                self.chunks.push(c);
+            }
+        }
+    }
+
+    /// Every record, in order.
+    fn into_vec(self) -> Vec<Timed> {
+        self.chunks.concat()
+    }
+}
+
 /// Preloads the small keys, starts the small clients, writes the large values one size after
 /// the other and returns each size's figures.
 fn run_once(a: &LargeValuesArgs, port: u16, pid: u32, value: &[u8]) -> Result<Vec<SizeFigures>> {
@@ -430,7 +464,7 @@ fn run_once(a: &LargeValuesArgs, port: u16, pid: u32, value: &[u8]) -> Result<Ve
             let small = small.clone();
             std::thread::spawn(move || -> Result<Vec<Timed>> {
                 let mut client = Client::connect(port)?;
-                let mut timed = Vec::new();
+                let mut timed = TimedLog::default();
                 let mut i = c as usize * 7919;
                 while !stop.load(Ordering::Relaxed) {
                     let key = format!("small{}", i % SMALL_KEYS);
@@ -446,7 +480,7 @@ fn run_once(a: &LargeValuesArgs, port: u16, pid: u32, value: &[u8]) -> Result<Ve
                     timed.push((t, t.elapsed()));
                     i += 1;
                 }
-                Ok(timed)
+                Ok(timed.into_vec())
             })
         })
         .collect();
@@ -661,7 +695,16 @@ mod tests {
         assert_eq!((a.count, a.clients), (2, 6));
         assert_eq!(a.redis_modes, vec!["everysec".to_string()]);
         assert_eq!(a.shale_args, vec!["--threads".to_string(), "1".to_string()]);
-        assert_eq!(a.baseline, None);
+        assert!(a.baselines.is_empty());
+        let two: Vec<String> = "--baseline old/shale --baseline older/shale"
+            .split(' ')
+            .map(str::to_string)
+            .collect();
+        let a = parse_args(&two).unwrap().unwrap();
+        assert_eq!(
+            a.baselines,
+            vec![PathBuf::from("old/shale"), PathBuf::from("older/shale")]
+        );
         assert!(parse_args(&["--redis".into(), "sometimes".into()]).is_err());
         assert!(parse_args(&["--sizes".into(), "big".into()]).is_err());
         assert!(parse_args(&["--bogus".into(), "1".into()]).is_err());
