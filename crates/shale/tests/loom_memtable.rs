@@ -19,7 +19,9 @@
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 use shale::iter::InternalIterator;
-use shale::memtable::{FloDbConfig, FloDbMemtable, Memtable, MemtableGet, SkipListMemtable};
+use shale::memtable::{
+    FloDbConfig, FloDbMemtable, Memtable, MemtableGet, SkipListMemtable, BUCKET_BYTES, BUCKET_SLOTS,
+};
 use shale::ValueKind;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -53,10 +55,10 @@ fn value_of(seq: u64) -> Vec<u8> {
     seq.to_le_bytes().repeat(3)
 }
 
-/// A FloDB memtable of one bucket (seven slots) and no drain thread.
+/// A FloDB memtable of one bucket ([`BUCKET_SLOTS`] slots) and no drain thread.
 fn one_bucket() -> Arc<FloDbMemtable> {
     Arc::new(FloDbMemtable::new(FloDbConfig {
-        membuffer_bytes: 64,
+        membuffer_bytes: BUCKET_BYTES,
         prefix_bits: 0,
         drain_threads: 0,
     }))
@@ -125,7 +127,7 @@ fn scan(m: &Arc<FloDbMemtable>, lower: &[u8], upper: &[u8]) -> Vec<(Vec<u8>, u64
 fn get_finds_finished_inserts_across_a_write_through_drain() {
     model(|| {
         let m = one_bucket();
-        for i in 0..7u8 {
+        for i in 0..BUCKET_SLOTS as u8 {
             put(&*m, &[b'a', i], 1 + i as u64);
         }
         let done = Arc::new(AtomicBool::new(false));
@@ -146,7 +148,7 @@ fn get_finds_finished_inserts_across_a_write_through_drain() {
         assert_eq!(found(&*m, &[b'a', 3], MAX_SEQ), Some(4));
         writer.join().unwrap();
         assert_eq!(found(&*m, b"x", MAX_SEQ), Some(10));
-        for i in 0..7u8 {
+        for i in 0..BUCKET_SLOTS as u8 {
             assert_eq!(found(&*m, &[b'a', i], MAX_SEQ), Some(1 + i as u64));
         }
     });
@@ -159,7 +161,7 @@ fn get_finds_finished_inserts_across_a_write_through_drain() {
 fn get_finds_finished_inserts_with_two_writers_racing_for_the_last_slot() {
     model(|| {
         let m = one_bucket();
-        for i in 0..6u8 {
+        for i in 0..BUCKET_SLOTS as u8 - 1 {
             put(&*m, &[b'a', i], 1 + i as u64);
         }
         let done = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
@@ -189,7 +191,7 @@ fn get_finds_finished_inserts_with_two_writers_racing_for_the_last_slot() {
         for (key, seq) in [(b"x", 10u64), (b"y", 11)] {
             assert_eq!(found(&*m, key, MAX_SEQ), Some(seq));
         }
-        for i in 0..6u8 {
+        for i in 0..BUCKET_SLOTS as u8 - 1 {
             assert_eq!(found(&*m, &[b'a', i], MAX_SEQ), Some(1 + i as u64));
         }
     });
@@ -202,7 +204,7 @@ fn get_finds_finished_inserts_with_two_writers_racing_for_the_last_slot() {
 fn a_range_cursor_sees_every_finished_insert_once_during_a_drain() {
     model(|| {
         let m = one_bucket();
-        for i in 0..7u8 {
+        for i in 0..BUCKET_SLOTS as u8 {
             put(&*m, &[b'k', i * 2], 1 + i as u64);
         }
         let done = Arc::new(AtomicBool::new(false));

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::key::{ValueKind, KIND_FOR_SEEK, MAX_SEQNO};
-use crate::memtable::flodb::FloDbConfig;
+use crate::memtable::flodb::{FloDbConfig, BUCKET_BYTES, BUCKET_SLOTS};
 use crate::memtable::test_support::{ikey_of, ModelKey};
 use crate::memtable::Memtable;
 use proptest::prelude::*;
@@ -22,7 +22,7 @@ fn typed_key(kind: u8, hash: u16, id: u32) -> Vec<u8> {
 /// holding `per_hash` ids under each of `hashes` hashes of type `h`, seq = insertion order.
 fn loaded(hashes: u16, per_hash: u32) -> (Arc<FloDbMemtable>, Vec<Vec<u8>>) {
     let m = Arc::new(FloDbMemtable::new(FloDbConfig {
-        membuffer_bytes: 64 << 10,
+        membuffer_bytes: BUCKET_BYTES << 10,
         prefix_bits: 8,
         drain_threads: 0,
     }));
@@ -58,13 +58,14 @@ fn scan_forward(c: &mut FloDbCursor, lower: &[u8], upper: &[u8]) -> Vec<Vec<u8>>
 #[test]
 #[cfg_attr(
     miri,
-    ignore = "10,240 inserts: too slow under Miri (the 64-bucket tests cover the cursor)"
+    ignore = "18,432 inserts: too slow under Miri (the 64-bucket tests cover the cursor)"
 )]
 fn a_short_scan_reads_only_its_bucket_and_moves_nothing() {
-    // Ten ids per bucket: the eighth write drained the first eight, two wait in the bucket.
-    let (m, keys) = loaded(1024, 10);
+    // `BUCKET_SLOTS + 3` ids per bucket: the write after the bucket filled drained it with its
+    // own, two wait in the bucket.
+    let (m, keys) = loaded(1024, BUCKET_SLOTS as u32 + 3);
     let before = m.level_counts();
-    assert_eq!(before, (2 * 1024, 8 * 1024));
+    assert_eq!(before, (2 * 1024, (BUCKET_SLOTS + 1) * 1024));
     let (lo, hi) = (typed_key(b'h', 64 * 500, 2), typed_key(b'h', 64 * 500, 9));
     let mut c = cursor(&m, Bound::Included(&lo), Bound::Included(&hi));
     let got = scan_forward(&mut c, &lo, &hi);

@@ -70,22 +70,24 @@ fn iterator_walks_both_directions_and_empty_has_nothing() {
 
 #[test]
 fn a_full_bucket_is_drained_by_its_writer() {
-    // 64 bytes: one bucket of seven slots.
-    let m = Arc::new(FloDbMemtable::new(config(64, 0)));
+    // One bucket of `SLOTS` slots.
+    let m = Arc::new(FloDbMemtable::new(config(BUCKET_BYTES, 0)));
     assert_eq!(m.bucket_count(), 1);
     for i in 0..SLOTS as u64 {
         m.insert(&i.to_be_bytes(), i + 1, ValueKind::Value, &[i as u8; 3]);
     }
     assert_eq!(m.level_counts(), (SLOTS, 0));
-    // The eighth write finds the bucket full: it links all eight, and the bucket is empty again.
+    // The next write finds the bucket full: it links them all with its own, and the bucket is
+    // empty again.
     let i = SLOTS as u64;
     m.insert(&i.to_be_bytes(), i + 1, ValueKind::Value, &[i as u8; 3]);
     assert_eq!(m.level_counts(), (0, SLOTS + 1));
     for i in SLOTS as u64 + 1..20 {
         m.insert(&i.to_be_bytes(), i + 1, ValueKind::Value, &[i as u8; 3]);
     }
-    // 20 writes: two full drains of eight, four left in the bucket.
-    assert_eq!(m.level_counts(), (4, 16));
+    // 20 writes: full drains of `SLOTS + 1`, the rest left in the bucket.
+    let left = 20 % (SLOTS + 1);
+    assert_eq!(m.level_counts(), (left, 20 - left));
     for i in 0..20u64 {
         assert_eq!(
             m.get(&i.to_be_bytes(), MAX_SEQNO),
@@ -100,15 +102,16 @@ fn a_full_bucket_is_drained_by_its_writer() {
     );
     assert_eq!(m.get(&0u64.to_be_bytes(), 99), found(1, &[0; 3]));
     assert_eq!(m.len(), 21);
-    // Three more fill the bucket and the next drains it: seq 100 moves to the skiplist. An older
+    // More fill the bucket and the next drains it: seq 100 moves to the skiplist. An older
     // version written after that (concurrent writers may insert out of order) waits in the
     // bucket, and the newer one in the skiplist still wins.
-    for i in 21..24u64 {
+    let end = 21 + (SLOTS - left) as u64;
+    for i in 21..end {
         m.insert(&i.to_be_bytes(), i + 1, ValueKind::Value, b"x");
     }
-    assert_eq!(m.level_counts(), (0, 24));
+    assert_eq!(m.level_counts(), (0, end as usize));
     m.insert(&0u64.to_be_bytes(), 60, ValueKind::Value, b"sixty");
-    assert_eq!(m.level_counts(), (1, 24));
+    assert_eq!(m.level_counts(), (1, end as usize));
     assert_eq!(
         m.get(&0u64.to_be_bytes(), MAX_SEQNO),
         Some(MemtableGet::Deleted { seq: 100 })
@@ -145,8 +148,8 @@ fn entries_cost_their_memory_once() {
 
 #[test]
 fn neighbours_share_buckets() {
-    // 64 KiB: 1024 buckets, indexed by the first 10 key bits.
-    let m = FloDbMemtable::new(config(64 << 10, 0));
+    // 1024 buckets, indexed by the first 10 key bits.
+    let m = FloDbMemtable::new(config(BUCKET_BYTES << 10, 0));
     assert_eq!(m.bucket_count(), 1024);
     assert_eq!(m.bucket_of(b"\x00"), 0);
     assert_eq!(m.bucket_of(b""), 0);
@@ -162,7 +165,7 @@ fn neighbours_share_buckets() {
     }
     // Skipping a shared prefix spreads keys that share it.
     let skip = FloDbMemtable::new(FloDbConfig {
-        membuffer_bytes: 64 << 10,
+        membuffer_bytes: BUCKET_BYTES << 10,
         prefix_bits: 32,
         drain_threads: 0,
     });
@@ -170,7 +173,7 @@ fn neighbours_share_buckets() {
     assert_eq!(skip.bucket_of(b"user"), 0);
     // A prefix that is not byte-aligned.
     let odd = FloDbMemtable::new(FloDbConfig {
-        membuffer_bytes: 256,
+        membuffer_bytes: 4 * BUCKET_BYTES,
         prefix_bits: 3,
         drain_threads: 0,
     });
@@ -180,7 +183,10 @@ fn neighbours_share_buckets() {
     // Sizes round down to a power of two.
     assert_eq!(FloDbMemtable::new(config(100, 0)).bucket_count(), 1);
     assert_eq!(FloDbMemtable::new(config(0, 0)).bucket_count(), 1);
-    assert_eq!(FloDbMemtable::new(config(64 * 1000, 0)).bucket_count(), 512);
+    assert_eq!(
+        FloDbMemtable::new(config(BUCKET_BYTES * 1000, 0)).bucket_count(),
+        512
+    );
 }
 
 #[test]
@@ -217,7 +223,7 @@ fn iter_sees_everything_inserted_before_it() {
 
 #[test]
 fn drain_threads_empty_full_buckets() {
-    let m = Arc::new(FloDbMemtable::new(config(4096, 1)));
+    let m = Arc::new(FloDbMemtable::new(config(64 * BUCKET_BYTES, 1)));
     assert_eq!(m.drain_thread_count(), 1);
     for i in 0..2000u64 {
         let k = (i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_be_bytes();

@@ -20,7 +20,7 @@ mod sync;
 #[cfg(test)]
 mod test_support;
 
-pub use flodb::{FloDbConfig, FloDbMemtable};
+pub use flodb::{FloDbConfig, FloDbMemtable, BUCKET_BYTES, BUCKET_SLOTS};
 pub use skiplist::SkipListMemtable;
 
 use crate::iter::InternalIterator;

@@ -88,7 +88,7 @@ pub(crate) struct Node {
 const PREFETCH_AHEAD: usize = 8;
 
 /// The largest batch [`SkipListMemtable::link_sorted`] searches for all at once (a membuffer
-/// bucket drained by a writer holds eight); larger batches take the splice path.
+/// bucket drained by a writer holds sixteen); larger batches take the splice path.
 const SCATTERED_BATCH: usize = 16;
 
 /// A small batch that fits in one gap of the list at this level (about `BRANCHING^3` = 64 list
