@@ -38,6 +38,8 @@ pub struct LoadSpec {
     pub value_len: usize,
     /// The key of each request in turn (indexes below `keys`), cycled; per thread an offset.
     pub sequence: Arc<Vec<u32>>,
+    /// Where in `sequence` the threads start (added to each thread's offset).
+    pub start: usize,
     /// A GET that misses is followed by a SET of its key (cache-aside), as a cache's user does.
     pub set_on_miss: bool,
 }
@@ -157,7 +159,7 @@ fn client_thread(
     }
     let value = vec![b'v'; spec.value_len];
     let sequence = &spec.sequence;
-    let mut cursor = (thread * 7919 * 1024) % sequence.len().max(1);
+    let mut cursor = (spec.start + thread * 7919 * 1024) % sequence.len().max(1);
     let mut rng = 0x9e37_79b9_u64 ^ thread as u64;
     let key_len = spec.key_len;
     let mut send = |conn: &mut Conn| {
@@ -300,6 +302,50 @@ pub fn measure(spec: &LoadSpec, warmup: Duration, duration: Duration) -> Result<
     let start = snap(c);
     let started = Instant::now();
     std::thread::sleep(duration);
+    let end = snap(c);
+    let secs = started.elapsed().as_secs_f64();
+    load.stop()?;
+    Ok(Measured {
+        ops_per_sec: (end.0 - start.0) as f64 / secs,
+        gets: end.1 - start.1,
+        hits: end.2 - start.2,
+        errors: end.3 - start.3,
+    })
+}
+
+/// Runs a load for `warmup` requests, then measures over the next `measured` requests: a hit
+/// rate that does not depend on how fast the server is (over a fixed time, a faster server reads
+/// further into the key sequence, a slower one re-reads what it was just handed). Each phase
+/// gives up after `cap`.
+///
+/// # Errors
+/// As [`measure`].
+pub fn measure_requests(
+    spec: &LoadSpec,
+    warmup: u64,
+    measured: u64,
+    cap: Duration,
+) -> Result<Measured> {
+    let load = Load::start(spec)?;
+    let c = &load.counters;
+    let snap = |c: &Counters| {
+        (
+            c.ops.load(Ordering::Relaxed),
+            c.gets.load(Ordering::Relaxed),
+            c.hits.load(Ordering::Relaxed),
+            c.errors.load(Ordering::Relaxed),
+        )
+    };
+    let wait_for = |ops: u64| {
+        let deadline = Instant::now() + cap;
+        while c.ops.load(Ordering::Relaxed) < ops && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    wait_for(warmup);
+    let start = snap(c);
+    let started = Instant::now();
+    wait_for(start.0 + measured);
     let end = snap(c);
     let secs = started.elapsed().as_secs_f64();
     load.stop()?;

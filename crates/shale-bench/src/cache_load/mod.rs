@@ -9,7 +9,9 @@
 //! (DESIGN.md section 8). The report gives medians over rounds and the ratios.
 //!
 //! `--hit-rate` measures instead what each server keeps at equal memory: a cache-aside client
-//! (a GET that misses is followed by a SET) over more keys than fit.
+//! (a GET that misses is followed by a SET) over more keys than fit, each measurement over a
+//! fixed count of requests from its own place in the key sequence, so that how fast a server
+//! answers does not change which keys it is asked for.
 //!
 //! `--indexes cpu,gpu` runs Shale once per index engine (`shale serve --mode cache --index E`),
 //! same load, same server threads, and adds a table of the engines side by side: Mega-KV's
@@ -31,7 +33,7 @@ use crate::cpucheck::{rounds_line, sysbench_cpu_events_per_sec};
 use crate::error::{Error, Result};
 use crate::generator::Zipfian;
 use crate::rng::{mix64, Rng};
-use client::{measure, LoadSpec, Measured};
+use client::{measure, measure_requests, LoadSpec, Measured};
 pub use protocol::Wire;
 use servers::ServerProcess;
 
@@ -43,7 +45,9 @@ Usage: shale-bench cache-compare [--rounds N] [--seconds S] [--warmup S] [--size
          [--hit-rate] [--indexes cpu,gpu] [--memcached-args ARGS] [--shale-bin PATH]
          [--cpucheck SECS] [--out FILE.md]
 Workloads are GET percentages (the rest SETs). --hit-rate runs a cache-aside client over more
-keys than --memory holds (default 64 MiB there) and reports hit rates instead of throughput.
+keys than --memory holds (default 64 MiB there) and reports hit rates instead of throughput,
+each over a count of requests (half the keys after as many to settle; --seconds and --warmup
+do not apply).
 --indexes runs Shale with each index engine (gpu: a shale built with --features gpu, on a GPU
 machine) and reports them side by side. --memcached-args adds arguments to memcached's command
 line (whitespace-separated, e.g. \"-R 200\").";
@@ -334,6 +338,7 @@ fn preload(
         key_len: key,
         value_len: value,
         sequence: Arc::new((0..keys as u32).collect()),
+        start: 0,
         set_on_miss: false,
     };
     let load = client::Load::start(&spec)?;
@@ -393,6 +398,13 @@ fn server_stats(server: &ServerProcess) -> Option<String> {
     Some(picked.join(", "))
 }
 
+/// How far apart in the key sequence two measurements of one server start (a prime, so the
+/// starts spread over the sequence).
+const HIT_RATE_CELL_STRIDE: usize = 1_048_573;
+
+/// Longest a hit-rate measurement waits for its requests, per phase.
+const HIT_RATE_PHASE_CAP: Duration = Duration::from_secs(60);
+
 /// A result key: (key, value, GET %, zipf, depth, system label).
 type Cell = (usize, usize, u32, bool, usize, &'static str);
 
@@ -449,10 +461,14 @@ pub fn run_command(args: &[String]) -> Result<bool> {
                 // With --hit-rate there are three times more keys than fit: the preload fills
                 // the cache (and evicts), so the cache-aside client starts from a full cache.
                 preload(&server, system.wires[0].1, keys, key, value)?;
+                // Each measurement of a server starts elsewhere in its key sequence, the same
+                // place for every system: a hit-rate cell reads keys the cell before it did not.
+                let mut cell = 0;
                 for &(label, wire) in &system.wires {
                     for &get_percent in &a.workloads {
                         for (zipf, seq) in &sequences {
                             for &depth in &a.depths {
+                                cell += 1;
                                 let spec = LoadSpec {
                                     addr: wire_addr(&server, wire)?,
                                     wire,
@@ -463,13 +479,21 @@ pub fn run_command(args: &[String]) -> Result<bool> {
                                     key_len: key,
                                     value_len: value,
                                     sequence: Arc::clone(seq),
+                                    start: cell * HIT_RATE_CELL_STRIDE,
                                     set_on_miss: a.hit_rate,
                                 };
-                                let m = measure(
-                                    &spec,
-                                    Duration::from_secs_f64(a.warmup),
-                                    Duration::from_secs_f64(a.seconds),
-                                )?;
+                                let m = if a.hit_rate {
+                                    // Half the keys to settle, half to measure: by count, not
+                                    // time (see `measure_requests`).
+                                    let half = keys as u64 / 2;
+                                    measure_requests(&spec, half, half, HIT_RATE_PHASE_CAP)?
+                                } else {
+                                    measure(
+                                        &spec,
+                                        Duration::from_secs_f64(a.warmup),
+                                        Duration::from_secs_f64(a.seconds),
+                                    )?
+                                };
                                 errors += m.errors;
                                 println!(
                                     "round {} {key}/{value} GET {get_percent}% {} depth {depth} {label}: {:.0} ops/s, hit rate {:.4}{}",
