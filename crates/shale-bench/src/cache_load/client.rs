@@ -159,7 +159,11 @@ fn client_thread(
     }
     let value = vec![b'v'; spec.value_len];
     let sequence = &spec.sequence;
-    let mut cursor = (spec.start + thread * 7919 * 1024) % sequence.len().max(1);
+    // The threads start evenly apart in the sequence: a thread must not re-read, a fixed
+    // distance behind, the keys another has just read (7919 * 1024 apart landed 3.9M positions
+    // into a 4M sequence, a quarter-million positions behind the first thread).
+    let len = sequence.len().max(1);
+    let mut cursor = (spec.start + thread * (len / spec.threads.max(1))) % len;
     let mut rng = 0x9e37_79b9_u64 ^ thread as u64;
     let key_len = spec.key_len;
     let mut send = |conn: &mut Conn| {
