@@ -6,10 +6,89 @@
 //! its CPU there than anywhere else in user space). As a byte string bincode copies it whole.
 //! The bytes bincode writes are the same either way (a `u64` length, then the bytes), so logs,
 //! snapshots and connections stay compatible.
+//!
+//! [`shared`] is the form for a `Bytes` field: decoded by [`decode_sharing`] from a buffer it is
+//! a slice of that buffer, not a copy (a follower's `Write` entries point into the frame they
+//! arrived in); decoded from anything else it is copied.
 
 use serde::de::{Deserializer, Error, SeqAccess, Visitor};
 use serde::Serializer;
+use std::cell::RefCell;
 use std::fmt;
+
+thread_local! {
+    /// The buffer [`decode_sharing`] decodes on this thread, if any.
+    static SOURCE: RefCell<Option<bytes::Bytes>> = const { RefCell::new(None) };
+}
+
+/// Decodes `T` from `source` with bincode; [`shared`] fields become slices of `source`.
+///
+/// # Errors
+/// As `bincode::deserialize`.
+pub(crate) fn decode_sharing<T: serde::de::DeserializeOwned>(
+    source: &bytes::Bytes,
+) -> bincode::Result<T> {
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            SOURCE.with(|s| s.borrow_mut().take());
+        }
+    }
+    SOURCE.with(|s| *s.borrow_mut() = Some(source.clone()));
+    let _clear = Clear;
+    bincode::deserialize(source)
+}
+
+/// A `Bytes` field as one byte string, shared with the buffer it is decoded from where
+/// [`decode_sharing`] decodes it: `#[serde(with = "crate::byte_string::shared")]`.
+pub(crate) mod shared {
+    use super::{ByteBuf, SOURCE};
+    use bytes::Bytes;
+    use serde::de::{Deserializer, Error, SeqAccess, Visitor};
+    use std::fmt;
+
+    pub(crate) fn serialize<S: serde::Serializer>(bytes: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+        super::serialize(bytes, s)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        d.deserialize_bytes(Shared)
+    }
+
+    struct Shared;
+
+    impl<'de> Visitor<'de> for Shared {
+        type Value = Bytes;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a byte string")
+        }
+
+        fn visit_borrowed_bytes<E: Error>(self, v: &'de [u8]) -> Result<Bytes, E> {
+            let inside = |source: &Bytes| {
+                let range = source.as_ptr_range();
+                let v_range = v.as_ptr_range();
+                range.start <= v_range.start && v_range.end <= range.end
+            };
+            Ok(SOURCE.with(|s| match &*s.borrow() {
+                Some(source) if !v.is_empty() && inside(source) => source.slice_ref(v),
+                _ => Bytes::copy_from_slice(v),
+            }))
+        }
+
+        fn visit_bytes<E: Error>(self, v: &[u8]) -> Result<Bytes, E> {
+            Ok(Bytes::copy_from_slice(v))
+        }
+
+        fn visit_byte_buf<E: Error>(self, v: Vec<u8>) -> Result<Bytes, E> {
+            Ok(Bytes::from(v))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Bytes, A::Error> {
+            ByteBuf.visit_seq(seq).map(Bytes::from)
+        }
+    }
+}
 
 pub(crate) fn serialize<S: Serializer>(bytes: &impl AsRef<[u8]>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_bytes(bytes.as_ref())
@@ -18,12 +97,12 @@ pub(crate) fn serialize<S: Serializer>(bytes: &impl AsRef<[u8]>, s: S) -> Result
 pub(crate) fn deserialize<'de, D: Deserializer<'de>, T: From<Vec<u8>>>(
     d: D,
 ) -> Result<T, D::Error> {
-    d.deserialize_byte_buf(Bytes).map(T::from)
+    d.deserialize_byte_buf(ByteBuf).map(T::from)
 }
 
-struct Bytes;
+struct ByteBuf;
 
-impl<'de> Visitor<'de> for Bytes {
+impl<'de> Visitor<'de> for ByteBuf {
     type Value = Vec<u8>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -21,8 +21,9 @@ use serde::{Deserialize, Serialize};
 pub enum Command {
     /// The bytes of one engine `WriteBatch` ([`shale::WriteBatch::data`]): the batches of many
     /// clients merged by the leader's group commit. Shared, not copied, by the log's memory, the
-    /// replication to each follower and the apply.
-    Write(#[serde(with = "crate::byte_string")] Bytes),
+    /// replication to each follower and the apply; on a follower, a slice of the frame it
+    /// arrived in.
+    Write(#[serde(with = "crate::byte_string::shared")] Bytes),
     /// Seal the active memtable at this entry.
     SwitchMemtable,
     /// Install the output files of a job the leader ran (see `rubble`).

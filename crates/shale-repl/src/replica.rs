@@ -172,10 +172,16 @@ impl Waiter {
         )
     }
 
-    fn send(mut self, r: Result<u64, ReplError>) {
+    /// Runs the callback (the first call only).
+    fn settle(&mut self, applied: bool) {
         if let Some(settled) = self.settled.take() {
-            settled(r.is_ok());
+            settled(applied);
         }
+    }
+
+    /// Answers the writer (after its callback, if it was not run yet).
+    fn answer(mut self, r: Result<u64, ReplError>) {
+        self.settle(r.is_ok());
         if let Some(tx) = self.reply.take() {
             let _ = tx.send(r);
         }
@@ -770,7 +776,7 @@ impl Replica {
             let mut q = self.inner.queue.lock();
             q.closed = true;
             for (_, w) in q.batches.drain(..) {
-                w.send(Err(ReplError::Unavailable(
+                w.answer(Err(ReplError::Unavailable(
                     "the replica is stopping".into(),
                 )));
             }
@@ -872,15 +878,24 @@ async fn propose_loop(inner: Arc<Inner>) {
                 tokio::spawn(async move {
                     let r = applied.await;
                     drop(permit);
-                    for w in waiters {
-                        w.send(r.clone());
+                    // Every callback first (they release the writers' locks, which waiting
+                    // batches then find free at once), then the answers.
+                    let mut waiters = waiters;
+                    for w in &mut waiters {
+                        w.settle(r.is_ok());
                     }
-                    inner.applied_write.notify_one();
+                    for w in waiters {
+                        w.answer(r.clone());
+                    }
+                    // The switcher is woken only when it has work (not once per entry).
+                    if inner.shared.db.memtable_full() {
+                        inner.applied_write.notify_one();
+                    }
                 });
             }
             Err(e) => {
                 for w in waiters {
-                    w.send(Err(e.clone()));
+                    w.answer(Err(e.clone()));
                 }
             }
         }

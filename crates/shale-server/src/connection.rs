@@ -18,7 +18,9 @@
 //! are durable once committed through the Raft log, so nothing is flushed or synced here) or
 //! forwards it to the leader. A batch run here awaits its Raft entry without blocking the thread
 //! (`exec::settle`): the entry's apply releases the batch's key locks, and the thread serves its
-//! other connections meanwhile, whose batches join the same entries.
+//! other connections meanwhile, whose batches join the same entries. A batch that meets a key
+//! lock held by another (usually one whose entry is in flight) awaits the next release of locks
+//! and tries again here (`exec::retry_after_busy`) instead of blocking a thread for a round trip.
 
 use crate::cluster;
 use crate::config::Appendfsync;
@@ -110,6 +112,7 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
             } else {
                 Place::Here
             };
+            let mut busy_tries = 0;
             while from < batch.len() {
                 let Some((back, batch_back, out_back, outcome, durable)) =
                     execute_durably(&shared, s, batch, from, o, spent.take(), place).await
@@ -127,11 +130,16 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>, id: u64) {
                         break;
                     }
                 }
-                if let exec::Outcome::Busy { resume } = outcome {
-                    // The rest waits for a lock held by another batch: on a blocking thread.
+                if let exec::Outcome::Busy { resume, releases } = outcome {
+                    // The rest waits for a lock held by another batch: on a blocking thread, or
+                    // on a cluster node here again once a batch released its locks.
                     add(&shared.metrics.busy_batches, 1);
                     from += resume;
-                    place = Place::Blocking;
+                    place = if exec::retry_after_busy(&shared, releases, &mut busy_tries).await {
+                        Place::Here
+                    } else {
+                        Place::Blocking
+                    };
                     continue;
                 }
                 let exec::Outcome::Blocked { resume } = outcome else {

@@ -43,6 +43,28 @@ pub(crate) fn put_record(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
     out.extend_from_slice(body);
 }
 
+/// Appends a record whose body is `value` in bincode, encoded in place (no buffer of its own).
+/// On an error `out` is as it was.
+pub(crate) fn put_encoded_record<T: serde::Serialize>(
+    out: &mut Vec<u8>,
+    kind: u8,
+    value: &T,
+) -> bincode::Result<()> {
+    let start = out.len();
+    out.extend_from_slice(&[0; HEADER_LEN]);
+    if let Err(e) = bincode::serialize_into(&mut *out, value) {
+        out.truncate(start);
+        return Err(e);
+    }
+    let body = &out[start + HEADER_LEN..];
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&[kind]), body);
+    let len = body.len() as u32;
+    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&len.to_le_bytes());
+    out[start + 8] = kind;
+    Ok(())
+}
+
 /// Why a record could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Damage {
@@ -101,6 +123,20 @@ pub(crate) fn next_record<'a>(
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_encoded_in_place_is_the_record_of_its_encoding() {
+        let value = (7u64, String::from("entry"), vec![1u8, 2, 3]);
+        let mut expected = b"before".to_vec();
+        put_record(
+            &mut expected,
+            KIND_ENTRY,
+            &bincode::serialize(&value).unwrap(),
+        );
+        let mut data = b"before".to_vec();
+        put_encoded_record(&mut data, KIND_ENTRY, &value).unwrap();
+        assert_eq!(data, expected);
+    }
 
     #[test]
     fn records_round_trip_and_damage_is_told_apart_from_a_torn_tail() {

@@ -42,6 +42,9 @@ use std::sync::Arc;
 /// A segment is closed and a new one started past this many bytes.
 pub const SEGMENT_BYTES: u64 = 64 << 20;
 
+/// The encoding buffer is not kept past this capacity (an append of large entries).
+const KEPT_BUFFER: usize = 8 << 20;
+
 /// The Raft log. Clones share it.
 #[derive(Clone)]
 pub struct LogStore {
@@ -398,10 +401,26 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             let inner = &self.inner;
             let mut s = inner.state.lock();
             let s = &mut *s;
+            if let Some(e) = &s.failed {
+                return Err(StorageIOError::write_logs(&io::Error::other(e.clone())).into());
+            }
+            // Every entry encoded in place into one buffer, handed to the file at once.
+            s.buf.clear();
+            let entries: Vec<Entry> = entries.into_iter().collect();
+            for entry in &entries {
+                format::put_encoded_record(&mut s.buf, format::KIND_ENTRY, entry).map_err(|e| {
+                    StorageIOError::write_logs(&io_err("encode a Raft log entry", e))
+                })?;
+            }
+            let appended = s.writer.append(&s.buf);
+            if s.buf.capacity() > KEPT_BUFFER {
+                s.buf = Vec::new();
+            }
+            if let Err(e) = appended {
+                s.failed = Some(format!("appending to the Raft log failed: {e}"));
+                return Err(StorageIOError::write_logs(&e).into());
+            }
             for entry in entries {
-                let body = encode(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
-                write_record(s, format::KIND_ENTRY, &body)
-                    .map_err(|e| StorageIOError::write_logs(&e))?;
                 let index = entry.get_log_id().index;
                 if let Some(max) = s.segments.get_mut(&s.segment) {
                     *max = (*max).max(index);

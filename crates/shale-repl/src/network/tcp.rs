@@ -11,6 +11,7 @@
 use super::{Rpc, RpcReply, Service, Transport};
 use crate::raft::{NodeId, NodeInfo, SnapshotMeta, SnapshotResp, Vote};
 use crate::snapshot::{send_files, Piece, Receiver, SnapshotFiles};
+use bytes::{BufMut, BytesMut};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use parking_lot::Mutex;
@@ -86,9 +87,17 @@ async fn read_frame<R: AsyncReadExt + Unpin>(r: &mut R) -> io::Result<Frame> {
             format!("frame of {len} bytes is too large"),
         ));
     }
-    let mut body = vec![0; len];
-    r.read_exact(&mut body).await?;
-    bincode::deserialize(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    // Read into memory that is neither zeroed first nor copied after: the frame's `Write`
+    // entries are slices of it (`byte_string::decode_sharing`), kept as long as they are.
+    let mut body = BytesMut::with_capacity(len);
+    while body.len() < len {
+        let want = len - body.len();
+        if r.read_buf(&mut (&mut body).limit(want)).await? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    crate::byte_string::decode_sharing(&body.freeze())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 type Conn = (

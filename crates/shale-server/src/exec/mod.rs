@@ -42,6 +42,29 @@ pub const KEY_TOO_LONG: &str = "ERR key is too long (Shale keys are at most 6710
 /// for hundreds of MiB), and a connection thread that waits stalls every connection it serves.
 pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_micros(500);
 
+/// On a cluster node, how many times a connection's batch that met a held lock awaits a release
+/// and tries again on its thread ([`retry_after_busy`]) before it goes to a blocking thread,
+/// whose wait for the lock is fair: a lock held again and again by other batches cannot starve
+/// it there.
+pub const BUSY_RETRIES: u32 = 64;
+
+/// The longest wait for a release before a busy batch tries again anyway.
+pub const BUSY_PATIENCE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// After [`Outcome::Busy`] with `releases`: whether to run the rest on the connection's thread
+/// again, after awaiting (without blocking the thread) the next release of locks, which on a
+/// cluster node is most often the apply of the Raft entry that held them. `false` (run it on a
+/// blocking thread, where it waits for the lock) on a single node, where locks are held for
+/// microseconds unless a batch writes a large value, and after [`BUSY_RETRIES`] tries.
+pub async fn retry_after_busy(shared: &Shared, releases: u64, tries: &mut u32) -> bool {
+    if shared.store.replica().is_none() || *tries >= BUSY_RETRIES {
+        return false;
+    }
+    *tries += 1;
+    shared.store.released_since(releases, BUSY_PATIENCE).await;
+    true
+}
+
 /// A batch's commit that a cluster node queued on its Raft log and has not applied yet (see
 /// [`Txn::commit_deferred`]): the replies of the batch's commands wait for it.
 pub struct PendingCommit {
@@ -114,10 +137,14 @@ pub enum Outcome {
     },
     /// Under [`Session::must_not_wait`]: the request at `resume` (and those after it) did not
     /// run, because a key lock its batch needs is held by another batch. The connection runs
-    /// them where waiting harms no one else.
+    /// them where waiting harms no one else, or (on a cluster node) tries again once a batch
+    /// released its locks after `releases` ([`Store::released_since`](crate::store::Store::released_since)).
     Busy {
         /// The index of the first request not yet run.
         resume: usize,
+        /// [`Store::lock_releases`](crate::store::Store::lock_releases) before the locks were
+        /// tried.
+        releases: u64,
     },
 }
 
@@ -166,7 +193,12 @@ pub fn execute(
                     resume: i + blocked + 1,
                 }
             }
-            SegmentEnd::Busy => return Outcome::Busy { resume: i },
+            SegmentEnd::Busy { releases } => {
+                return Outcome::Busy {
+                    resume: i,
+                    releases,
+                }
+            }
         }
         i = end;
     }
@@ -200,7 +232,11 @@ enum SegmentEnd {
     /// The command at this index blocked: the batch ended there.
     Blocked(usize),
     /// Nothing ran: a lock it needs is held elsewhere and the session must not wait.
-    Busy,
+    Busy {
+        /// [`Store::lock_releases`](crate::store::Store::lock_releases) before the locks were
+        /// tried.
+        releases: u64,
+    },
 }
 
 /// Runs consecutive ordinary commands as one batch.
@@ -225,11 +261,12 @@ fn run_segment(
     } else {
         LOCK_WAIT
     };
+    let releases = store.lock_releases();
     let mut txn = if exclusive && session.authenticated {
         if session.must_not_wait {
             match store.exclusive_txn_until(Instant::now() + lock_wait) {
                 Some(txn) => txn,
-                None => return SegmentEnd::Busy,
+                None => return SegmentEnd::Busy { releases },
             }
         } else {
             store.exclusive_txn()
@@ -237,7 +274,7 @@ fn run_segment(
     } else if session.must_not_wait {
         match store.txn_until(&stripes_of(commands(), false), Instant::now() + lock_wait) {
             Some(txn) => txn,
-            None => return SegmentEnd::Busy,
+            None => return SegmentEnd::Busy { releases },
         }
     } else {
         store.txn(&stripes_of(commands(), false))

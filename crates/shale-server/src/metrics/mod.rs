@@ -92,7 +92,8 @@ pub struct Metrics {
     /// Pipeline batches executed.
     pub batches: AtomicU64,
     /// Batches (or their rests) that met a key lock held by another batch and moved off their
-    /// connection's thread to wait for it.
+    /// connection's thread to wait for it (on a cluster node: each time one waited for a release
+    /// of locks, see `exec::retry_after_busy`).
     pub busy_batches: AtomicU64,
     /// Requests executed (the sum over batches).
     pub batched_requests: AtomicU64,

@@ -118,7 +118,7 @@ pub fn render(shared: &Shared) -> String {
         ),
         (
             "shale_busy_batches_total",
-            "Batches that met a key lock held by another batch and waited off their connection's thread.",
+            "Batches that met a key lock held by another batch and waited for it off their connection's thread (on a cluster node: for a release of locks).",
             load(&m.busy_batches),
         ),
         (

@@ -12,8 +12,10 @@
 //! Two keys may share a stripe; that only costs concurrency, never correctness.
 
 use parking_lot::RwLock;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
 
 /// Number of stripes (every one a `u16`): enough that 50-odd connections rarely collide. With
 /// 50 pipelining clients, 16 writes each, 800 keys are in flight at once; a batch of 16 writes
@@ -72,6 +74,14 @@ pub(super) struct Locks {
     /// reload (see the store's module documentation).
     keyspace: RwLock<()>,
     stripes: Vec<RwLock<()>>,
+    /// Whether releases are counted and awaitable ([`Locks::released_since`]): on a cluster
+    /// node, where a batch's locks stay held for its Raft round trip.
+    watched: bool,
+    /// Sets of locks released so far (when `watched`).
+    releases: AtomicU64,
+    /// Tasks waiting in [`Locks::released_since`].
+    waiting: AtomicUsize,
+    released: Notify,
 }
 
 /// Locks a batch holds: the keyspace lock (shared or exclusive) and its stripes. They are owned,
@@ -84,6 +94,9 @@ pub(super) struct Held {
     keyspace: Option<bool>,
     /// (stripe, exclusive), in the order taken.
     stripes: Vec<(u16, bool)>,
+    /// Released without waking waiters: the part of a set that could not be taken whole, held
+    /// for an instant, which no waiter needs to hear of.
+    quiet: bool,
 }
 
 impl Drop for Held {
@@ -93,6 +106,15 @@ impl Drop for Held {
         }
         if let Some(exclusive) = self.keyspace {
             unlock(&self.locks.keyspace, exclusive);
+        }
+        let locks = &self.locks;
+        if locks.watched && !self.quiet {
+            // SeqCst here and in `released_since`: a waiter either sees this release in the
+            // count or is seen waiting, and then woken.
+            locks.releases.fetch_add(1, Ordering::SeqCst);
+            if locks.waiting.load(Ordering::SeqCst) > 0 {
+                locks.released.notify_waiters();
+            }
         }
     }
 }
@@ -113,11 +135,44 @@ fn unlock(lock: &RwLock<()>, exclusive: bool) {
 }
 
 impl Locks {
-    pub(super) fn new() -> Arc<Locks> {
+    /// The locks of a store; `watched`: releases can be awaited (see [`Locks::released_since`]).
+    pub(super) fn new(watched: bool) -> Arc<Locks> {
         Arc::new(Locks {
             keyspace: RwLock::new(()),
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            watched,
+            releases: AtomicU64::new(0),
+            waiting: AtomicUsize::new(0),
+            released: Notify::new(),
         })
+    }
+
+    /// How many sets of locks were released so far (0 when releases are not watched). Read it
+    /// before trying to take locks, to await a release after failing ([`Locks::released_since`]).
+    pub(super) fn releases(&self) -> u64 {
+        self.releases.load(Ordering::SeqCst)
+    }
+
+    /// Returns once a set of locks was released after `releases()` returned `seen`, or after
+    /// `patience`, whichever comes first, without blocking the thread. Without `watched`, waits
+    /// for `patience`.
+    pub(super) async fn released_since(&self, seen: u64, patience: Duration) {
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(&self.waiting);
+        let notified = self.released.notified();
+        // Registered before the count is read again: a release after this read wakes it.
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.releases.load(Ordering::SeqCst) != seen {
+            return;
+        }
+        let _ = tokio::time::timeout(patience, notified).await;
     }
 
     /// Takes the keyspace shared and every stripe of `set` in ascending order, each once,
@@ -137,6 +192,7 @@ impl Locks {
         let mut held = self.hold_keyspace(false, deadline)?;
         for (i, exclusive) in order(set) {
             if !take(&self.stripes[usize::from(i)], exclusive, deadline) {
+                held.quiet = true;
                 return None;
             }
             held.stripes.push((i, exclusive));
@@ -155,6 +211,7 @@ impl Locks {
             locks: self.clone(),
             keyspace: Some(exclusive),
             stripes: Vec::new(),
+            quiet: false,
         })
     }
 }
@@ -193,7 +250,7 @@ mod tests {
 
     #[test]
     fn a_key_needed_both_ways_is_locked_exclusively_once() {
-        let locks = Locks::new();
+        let locks = Locks::new(false);
         let mut set = StripeSet::new();
         set.add_shared(b"k");
         set.add(b"k");
@@ -205,7 +262,7 @@ mod tests {
 
     #[test]
     fn batch_until_takes_nothing_when_a_stripe_stays_held_against_it() {
-        let locks = Locks::new();
+        let locks = Locks::new(false);
         let mut busy = StripeSet::new();
         busy.add(b"busy");
         let held = locks.batch(&busy);
@@ -227,7 +284,7 @@ mod tests {
 
     #[test]
     fn locks_released_on_another_thread_are_free_again() {
-        let locks = Locks::new();
+        let locks = Locks::new(false);
         let mut set = StripeSet::new();
         set.add(b"k");
         set.add_shared(b"j");
@@ -240,5 +297,44 @@ mod tests {
         assert_eq!(whole.keyspace, Some(true));
         drop(whole);
         assert!(locks.batch_until(&set, Some(Instant::now())).is_some());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_waiter_wakes_on_the_next_release_and_never_misses_one() {
+        let locks = Locks::new(true);
+        let mut set = StripeSet::new();
+        set.add(b"k");
+        let held = locks.batch(&set);
+        let seen = locks.releases();
+        assert!(locks.batch_until(&set, Some(Instant::now())).is_none());
+        // The part of the set taken before the held stripe went back quietly.
+        assert_eq!(locks.releases(), seen);
+        // A release between reading the count and waiting is not missed: no wait at all.
+        let early = locks.batch(&StripeSet::new());
+        drop(early);
+        let patience = Duration::from_secs(60);
+        let started = Instant::now();
+        locks.released_since(seen, patience).await;
+        assert!(started.elapsed() < patience / 2);
+        // A release while waiting wakes the waiter, on another thread.
+        let seen = locks.releases();
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            drop(held);
+        });
+        let started = Instant::now();
+        locks.released_since(seen, patience).await;
+        assert!(started.elapsed() < patience / 2);
+        releaser.join().unwrap();
+        assert!(locks.batch_until(&set, Some(Instant::now())).is_some());
+        // Nothing released: the wait ends after its patience.
+        let seen = locks.releases();
+        let started = Instant::now();
+        locks.released_since(seen, Duration::from_millis(50)).await;
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        // Unwatched locks count nothing.
+        let unwatched = Locks::new(false);
+        drop(unwatched.batch(&set));
+        assert_eq!(unwatched.releases(), 0);
     }
 }

@@ -30,6 +30,9 @@
 //! connection thread does not wait for that: [`Txn::commit_deferred`] hands its locks to the
 //! entry, whose apply releases them on the replica's runtime, and the connection awaits the
 //! entry ([`Deferred`]) while its thread serves other connections. Other commits wait, blocking.
+//! A connection-thread batch that finds a lock held (most often by a batch whose entry is in
+//! flight) does not wait for it there: the connection awaits the next release of locks
+//! ([`Store::released_since`]) and tries again.
 //! Entries applied from another leader do not pass through [`Store::commit`], so the in-memory
 //! state (database map, counts, generation counter) is reloaded from the engine when this node
 //! starts leading in a new term ([`Store::take_leadership`]); a follower reads counts from the
@@ -179,11 +182,12 @@ impl Store {
     ) -> shale::Result<Store> {
         let clock = now_ms().saturating_mul(1000);
         let expiring = has_expiry_entries(&db)?;
+        let watched = replica.is_some();
         Ok(Store {
             db,
             replica,
             leader_term: Arc::new(AtomicU64::new(0)),
-            locks: locks::Locks::new(),
+            locks: locks::Locks::new(watched),
             next_generation: AtomicU64::new(state.generation_counter.max(clock) + 1),
             db_map: state.db_map.map(AtomicU8::new),
             count_view: state.counts.map(AtomicU64::new),
@@ -378,6 +382,19 @@ impl Store {
     pub fn txn_until(&self, stripes: &StripeSet, deadline: Instant) -> Option<Txn<'_>> {
         let held = self.locks.batch_until(stripes, Some(deadline))?;
         Some(Txn::new(self, held, false))
+    }
+
+    /// How many sets of batch locks were released so far, on a cluster node (0 elsewhere). Read
+    /// before a batch tries its locks, it tells [`Store::released_since`] what is new.
+    pub fn lock_releases(&self) -> u64 {
+        self.locks.releases()
+    }
+
+    /// On a cluster node: returns, without blocking the thread, once a batch released its locks
+    /// after [`Store::lock_releases`] returned `seen` (on a cluster node, usually when a Raft
+    /// entry is applied), or after `patience`.
+    pub async fn released_since(&self, seen: u64, patience: std::time::Duration) {
+        self.locks.released_since(seen, patience).await;
     }
 
     /// Starts a batch like [`Store::exclusive_txn`] if every other batch ends by `deadline`;
