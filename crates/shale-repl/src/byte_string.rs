@@ -160,4 +160,37 @@ mod tests {
             assert!(bincode::deserialize::<Whole>(&bad).is_err());
         }
     }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Entry(
+        u64,
+        #[serde(with = "crate::byte_string::shared")] bytes::Bytes,
+        #[serde(with = "crate::byte_string::shared")] bytes::Bytes,
+    );
+
+    #[test]
+    fn shared_fields_decoded_by_decode_sharing_are_slices_of_the_source() {
+        let entry = Entry(9, bytes::Bytes::from_static(b"first"), bytes::Bytes::new());
+        let encoded = bincode::serialize(&entry).unwrap();
+        // The same bytes as a plain byte vector.
+        assert_eq!(
+            encoded,
+            bincode::serialize(&(9u64, b"first".to_vec(), Vec::<u8>::new())).unwrap()
+        );
+        let source = bytes::Bytes::from(encoded.clone());
+        let shared: Entry = crate::byte_string::decode_sharing(&source).unwrap();
+        assert_eq!(shared, entry);
+        let range = source.as_ptr_range();
+        assert!(range.contains(&shared.1.as_ptr()), "a slice of the source");
+        // Decoded any other way, it is a copy; and nothing of the source is left behind.
+        let copied: Entry = bincode::deserialize(&encoded).unwrap();
+        assert_eq!(copied, entry);
+        assert!(!range.contains(&copied.1.as_ptr()));
+        let again: Entry = bincode::deserialize(&source).unwrap();
+        assert!(!range.contains(&again.1.as_ptr()));
+        // Damage is an error, not a panic.
+        let mut bad = encoded;
+        bad[8..16].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(crate::byte_string::decode_sharing::<Entry>(&bytes::Bytes::from(bad)).is_err());
+    }
 }

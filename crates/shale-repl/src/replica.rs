@@ -500,15 +500,15 @@ impl Replica {
     /// # Errors
     /// `NotLeader` on a follower; `Unavailable` without a quorum.
     pub async fn read_barrier(&self) -> Result<(), ReplError> {
-        if !self.is_leader() {
+        let Some(leading) = self.leading_term() else {
             return Err(ReplError::NotLeader {
                 leader: self.leader(),
             });
-        }
+        };
         let granted = self.inner.lease.lock().granted;
         if let Some((term, until)) = granted {
             let now = Instant::now();
-            if now < until && term == self.term() {
+            if now < until && term == leading {
                 if until - now < self.inner.lease_len / 2
                     && !self.inner.renew.swap(true, Ordering::AcqRel)
                 {
@@ -537,6 +537,15 @@ impl Replica {
     /// Whether this node believes it is the leader.
     pub fn is_leader(&self) -> bool {
         is_leader(&self.inner)
+    }
+
+    /// The term this node believes it leads in; `None` when it does not lead. One look at the
+    /// Raft metrics (a per-batch call: each look takes the metrics' lock).
+    pub fn leading_term(&self) -> Option<u64> {
+        let m = self.inner.raft.metrics();
+        let m = m.borrow();
+        (m.state == ServerState::Leader && m.current_leader == Some(self.inner.id))
+            .then_some(m.current_term)
     }
 
     /// The leader this node knows of.

@@ -208,8 +208,8 @@ pub async fn dispatch(
         (false, false, Route::Local) => return true,
         (false, false, Route::Leader { barrier }) => barrier,
     };
-    if !pinned && replica.is_leader() {
-        let term = replica.term();
+    let leading = if pinned { None } else { replica.leading_term() };
+    if let Some(term) = leading {
         let current = shared.store.state_is_current(term);
         // The first batch of a term waits for everything committed before it, then reloads the
         // store's state from the engine.

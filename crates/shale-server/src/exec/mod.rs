@@ -55,8 +55,13 @@ pub const BUSY_PATIENCE: std::time::Duration = std::time::Duration::from_millis(
 /// again, after awaiting (without blocking the thread) the next release of locks, which on a
 /// cluster node is most often the apply of the Raft entry that held them. `false` (run it on a
 /// blocking thread, where it waits for the lock) on a single node, where locks are held for
-/// microseconds unless a batch writes a large value, and after [`BUSY_RETRIES`] tries.
-pub async fn retry_after_busy(shared: &Shared, releases: u64, tries: &mut u32) -> bool {
+/// microseconds unless a batch writes a large value, for a batch that needs the whole keyspace
+/// (it waits for every batch, reads included, whose releases are not counted), and after
+/// [`BUSY_RETRIES`] tries.
+pub async fn retry_after_busy(shared: &Shared, releases: Option<u64>, tries: &mut u32) -> bool {
+    let Some(releases) = releases else {
+        return false;
+    };
     if shared.store.replica().is_none() || *tries >= BUSY_RETRIES {
         return false;
     }
@@ -143,8 +148,8 @@ pub enum Outcome {
         /// The index of the first request not yet run.
         resume: usize,
         /// [`Store::lock_releases`](crate::store::Store::lock_releases) before the locks were
-        /// tried.
-        releases: u64,
+        /// tried; `None` for a batch that needs the whole keyspace.
+        releases: Option<u64>,
     },
 }
 
@@ -234,8 +239,8 @@ enum SegmentEnd {
     /// Nothing ran: a lock it needs is held elsewhere and the session must not wait.
     Busy {
         /// [`Store::lock_releases`](crate::store::Store::lock_releases) before the locks were
-        /// tried.
-        releases: u64,
+        /// tried; `None` for a batch that needs the whole keyspace.
+        releases: Option<u64>,
     },
 }
 
@@ -266,7 +271,7 @@ fn run_segment(
         if session.must_not_wait {
             match store.exclusive_txn_until(Instant::now() + lock_wait) {
                 Some(txn) => txn,
-                None => return SegmentEnd::Busy { releases },
+                None => return SegmentEnd::Busy { releases: None },
             }
         } else {
             store.exclusive_txn()
@@ -274,7 +279,11 @@ fn run_segment(
     } else if session.must_not_wait {
         match store.txn_until(&stripes_of(commands(), false), Instant::now() + lock_wait) {
             Some(txn) => txn,
-            None => return SegmentEnd::Busy { releases },
+            None => {
+                return SegmentEnd::Busy {
+                    releases: Some(releases),
+                }
+            }
         }
     } else {
         store.txn(&stripes_of(commands(), false))

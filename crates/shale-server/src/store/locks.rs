@@ -77,7 +77,8 @@ pub(super) struct Locks {
     /// Whether releases are counted and awaitable ([`Locks::released_since`]): on a cluster
     /// node, where a batch's locks stay held for its Raft round trip.
     watched: bool,
-    /// Sets of locks released so far (when `watched`).
+    /// Sets of locks released so far (when `watched`; those with stripes or the whole
+    /// keyspace).
     releases: AtomicU64,
     /// Tasks waiting in [`Locks::released_since`].
     waiting: AtomicUsize,
@@ -108,7 +109,12 @@ impl Drop for Held {
             unlock(&self.locks.keyspace, exclusive);
         }
         let locks = &self.locks;
-        if locks.watched && !self.quiet {
+        // Only a set with stripes or the whole keyspace counts: a batch of reads holds the
+        // keyspace shared alone, which no batch that can retry waits for (a whole-keyspace batch
+        // that met one does not retry, see `exec::retry_after_busy`), and counting it would
+        // cost every read batch an atomic add on a line every thread writes.
+        if locks.watched && !self.quiet && (!self.stripes.is_empty() || self.keyspace == Some(true))
+        {
             // SeqCst here and in `released_since`: a waiter either sees this release in the
             // count or is seen waiting, and then woken.
             locks.releases.fetch_add(1, Ordering::SeqCst);
@@ -310,8 +316,9 @@ mod tests {
         // The part of the set taken before the held stripe went back quietly.
         assert_eq!(locks.releases(), seen);
         // A release between reading the count and waiting is not missed: no wait at all.
-        let early = locks.batch(&StripeSet::new());
-        drop(early);
+        let mut other = StripeSet::new();
+        other.add(b"other");
+        drop(locks.batch(&other));
         let patience = Duration::from_secs(60);
         let started = Instant::now();
         locks.released_since(seen, patience).await;
@@ -332,6 +339,10 @@ mod tests {
         let started = Instant::now();
         locks.released_since(seen, Duration::from_millis(50)).await;
         assert!(started.elapsed() >= Duration::from_millis(50));
+        // A set of the keyspace alone (a batch of reads) is not counted.
+        let seen = locks.releases();
+        drop(locks.batch(&StripeSet::new()));
+        assert_eq!(locks.releases(), seen);
         // Unwatched locks count nothing.
         let unwatched = Locks::new(false);
         drop(unwatched.batch(&set));
