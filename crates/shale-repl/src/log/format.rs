@@ -56,12 +56,15 @@ pub(crate) fn put_encoded_record<T: serde::Serialize>(
         out.truncate(start);
         return Err(e);
     }
-    let body = &out[start + HEADER_LEN..];
+    let body = out.get(start + HEADER_LEN..).unwrap_or_default();
     let crc = crc32c::crc32c_append(crc32c::crc32c(&[kind]), body);
-    let len = body.len() as u32;
-    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
-    out[start + 4..start + 8].copy_from_slice(&len.to_le_bytes());
-    out[start + 8] = kind;
+    let mut header = Vec::with_capacity(HEADER_LEN);
+    header.extend_from_slice(&crc.to_le_bytes());
+    header.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    header.push(kind);
+    if let Some(h) = out.get_mut(start..start + HEADER_LEN) {
+        h.copy_from_slice(&header);
+    }
     Ok(())
 }
 
