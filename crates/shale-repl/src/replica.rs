@@ -281,6 +281,8 @@ struct Inner {
 pub struct Replica {
     inner: Arc<Inner>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Rubble mode: the leader's lanes' shared part (its transfers end when the node stops).
+    rubble_leader: Option<Arc<rubble::Leader>>,
 }
 
 impl Replica {
@@ -317,6 +319,7 @@ impl Replica {
             settings: config.rubble.clone(),
             counters: counters.clone(),
             waiting: Mutex::new(None),
+            lanes: Mutex::default(),
         });
         let shared =
             Arc::new(Shared::new(db.clone(), snapshots, config.hook.clone(), fetcher).map_err(io)?);
@@ -368,6 +371,7 @@ impl Replica {
             tokio::spawn(snapshot_loop(inner.clone())),
             tokio::spawn(barrier_loop(inner.clone())),
         ];
+        let mut rubble_leader = None;
         if mode == ReplicationMode::Rubble {
             let leader = Arc::new(rubble::Leader {
                 id: config.id,
@@ -378,14 +382,17 @@ impl Replica {
                 settings: config.rubble.clone(),
                 numbers: FileNumbers::new(counters.clone()),
                 counters,
+                shipments: Mutex::new(Some(tokio::task::JoinSet::new())),
             });
             for lane in [Lane::Flush, Lane::Compaction, Lane::Gc] {
                 tasks.push(tokio::spawn(rubble::lane_loop(leader.clone(), lane)));
             }
+            rubble_leader = Some(leader);
         }
         Ok(Replica {
             inner,
             tasks: Mutex::new(tasks),
+            rubble_leader,
         })
     }
 
@@ -760,8 +767,9 @@ impl Replica {
     }
 
     /// Stops the node: pending writes fail, the Raft node and its tasks stop, nothing is applied
-    /// once it returns (an apply in progress is waited for, up to [`SHUTDOWN_APPLY_WAIT`]), the
-    /// log is closed. The engine closes when the last handle to it is dropped.
+    /// and no received file lands once it returns (an apply or a transfer's piece in progress is
+    /// waited for, up to [`SHUTDOWN_APPLY_WAIT`]), the log is closed. The engine closes when the
+    /// last handle to it is dropped.
     pub async fn shutdown(&self) {
         self.stop_tasks();
         let _ = self.inner.raft.shutdown().await;
@@ -773,6 +781,15 @@ impl Replica {
         {
             tracing::warn!("an apply still runs after {SHUTDOWN_APPLY_WAIT:?} of shutdown");
         }
+        // A running transfer fails at its next piece (`Receptions`).
+        let receptions = &self.inner.shared.receptions;
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_APPLY_WAIT;
+        while receptions.running() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if receptions.running() > 0 {
+            tracing::warn!("a file transfer into this node still runs after {SHUTDOWN_APPLY_WAIT:?} of shutdown");
+        }
         self.inner.log.close();
     }
 
@@ -781,6 +798,7 @@ impl Replica {
     fn stop_tasks(&self) {
         self.inner.stopping.store(true, Ordering::Release);
         self.inner.shared.stopping.store(true, Ordering::Release);
+        self.inner.shared.receptions.stop();
         {
             let mut q = self.inner.queue.lock();
             q.closed = true;
@@ -792,6 +810,9 @@ impl Replica {
         }
         for t in self.tasks.lock().drain(..) {
             t.abort();
+        }
+        if let Some(l) = &self.rubble_leader {
+            l.stop();
         }
         for tx in self.inner.barrier.lock().drain(..) {
             let _ = tx.send(Err(ReplError::Unavailable(

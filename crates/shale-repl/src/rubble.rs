@@ -17,7 +17,8 @@
 //! an edit that commits anyway finds its files on the nodes that acknowledged them.
 //!
 //! Staging files of older terms are removed once an entry of a newer term is applied (log terms
-//! never decrease, and an edit's files carry its entry's term), and all of them at open.
+//! never decrease, and an edit's files carry its entry's term), files of a lane that an applied
+//! edit of the same lane supersedes once it applies ([`AppliedLanes`]), and all of them at open.
 //!
 //! Writes slow down gradually as sealed memtables wait for their install (pitfall: a dead
 //! follower must not pin memory forever): see [`RubbleSettings`].
@@ -183,7 +184,8 @@ pub(crate) struct RubbleCounters {
 }
 
 /// Hands out the leader's file numbers: `(term, counter)`, the counter starting over in each
-/// term (a term has one leader, and a node never leads the same term twice).
+/// term (a term has one leader, and a node never leads the same term twice). The counter's low
+/// [`LANE_BITS`] name the lane whose job wrote the file (see [`AppliedLanes`]).
 pub(crate) struct FileNumbers {
     state: Mutex<(u64, u64)>,
     /// Counts the terms (`job_terms`).
@@ -198,15 +200,69 @@ impl FileNumbers {
         }
     }
 
-    pub(crate) fn next(&self, term: u64) -> u64 {
+    pub(crate) fn next(&self, term: u64, lane: Lane) -> u64 {
         let mut s = self.state.lock();
         if s.0 != term {
             *s = (term, 0);
             self.counters.job_terms.fetch_add(1, Ordering::Relaxed);
         }
         s.1 += 1;
-        file_number(term, s.1)
+        file_number(term, (s.1 << LANE_BITS) | lane.bits())
     }
+}
+
+/// Bits of a file number's counter that name its lane.
+const LANE_BITS: u32 = 2;
+
+/// The staged files a node no longer needs, from the edits it applied. A lane prepares one job
+/// at a time and proposes it (or gives it up) before it prepares the next, and the counters of
+/// one term grow: once an edit of a lane is applied here, no later log entry names a file of
+/// that lane and term with a counter at or below the edit's. So a staged file of that kind is
+/// one whose edit is applied (the leader's shipment came after this node fetched the files
+/// itself, or restarted) or a job the leader gave up: no edit installs it.
+#[derive(Debug, Default)]
+pub(crate) struct AppliedLanes {
+    /// The newest term of an applied output.
+    term: u64,
+    /// Per lane, the highest counter of an applied output of that term.
+    upto: [u64; 1 << LANE_BITS],
+}
+
+impl AppliedLanes {
+    /// Takes in the outputs of an edit applied here (installed or stale).
+    pub(crate) fn applied(&mut self, edit: &InstallEdit) {
+        for o in &edit.outputs {
+            // `NUMBER.sst` or `NUMBER.blob`.
+            let Some(n) = o.name.split('.').next().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            let (term, counter) = split_number(n);
+            if term > self.term {
+                *self = AppliedLanes {
+                    term,
+                    ..AppliedLanes::default()
+                };
+            }
+            if term == self.term {
+                let lane = &mut self.upto[lane_bits(counter)];
+                *lane = (*lane).max(counter);
+            }
+        }
+    }
+
+    /// Whether no later edit names the file numbered `number`.
+    pub(crate) fn unneeded(&self, number: u64) -> bool {
+        let (term, counter) = split_number(number);
+        term == self.term && counter <= self.upto[lane_bits(counter)]
+    }
+}
+
+fn split_number(n: u64) -> (u64, u64) {
+    (n >> 32, n & 0xffff_ffff)
+}
+
+fn lane_bits(counter: u64) -> usize {
+    (counter & ((1 << LANE_BITS) - 1)) as usize
 }
 
 /// Which job a lane prepares.
@@ -216,6 +272,17 @@ pub(crate) enum Lane {
     Compaction,
     /// Blob garbage collection: new physical files for logical blob files (`Db::prepare_gc`).
     Gc,
+}
+
+impl Lane {
+    /// The lane in a file number's counter (see [`FileNumbers`]).
+    fn bits(self) -> u64 {
+        match self {
+            Lane::Flush => 0,
+            Lane::Compaction => 1,
+            Lane::Gc => 2,
+        }
+    }
 }
 
 /// What the leader's lanes need.
@@ -228,6 +295,18 @@ pub(crate) struct Leader {
     pub settings: RubbleSettings,
     pub numbers: FileNumbers,
     pub counters: Arc<RubbleCounters>,
+    /// Transfers to the nodes beyond the quorum, still running: they end when the node stops
+    /// ([`Leader::stop`]), as they hold its engine; `None` once it stopped.
+    pub shipments: Mutex<Option<tokio::task::JoinSet<()>>>,
+}
+
+impl Leader {
+    /// Ends the transfers still running, and refuses new ones (the node stops).
+    pub(crate) fn stop(&self) {
+        if let Some(mut s) = self.shipments.lock().take() {
+            s.abort_all();
+        }
+    }
 }
 
 /// The leader's term when this node leads, else `None`.
@@ -293,7 +372,7 @@ async fn run_job(leader: &Arc<Leader>, lane: Lane, term: u64) -> Result<bool, St
     let prepared = {
         let leader = leader.clone();
         tokio::task::spawn_blocking(move || {
-            let mut next = || leader.numbers.next(term);
+            let mut next = || leader.numbers.next(term, lane);
             match lane {
                 Lane::Flush => leader.db.prepare_flush(&mut next),
                 Lane::Compaction => leader.db.prepare_compaction(&mut next),
@@ -377,36 +456,43 @@ async fn ship_to_quorum(leader: &Arc<Leader>, edit: &InstallEdit) -> Result<(), 
     }
     let files = outputs_of(&leader.db, &leader.fs, edit)?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    for (id, info, voter) in others {
-        let (leader, files, tx) = (leader.clone(), files.clone(), tx.clone());
-        {
-            let mut behind = leader.counters.behind.lock();
-            let e = behind.entry(id).or_default();
-            e.0 += 1;
-            e.1 += bytes;
-        }
-        tokio::spawn(async move {
-            let flushed = ship_all(&leader, id, &info, files).await;
-            if let Some(f) = flushed {
-                let mut known = leader.counters.flushed.lock();
-                let e = known.entry(id).or_default();
-                *e = (*e).max(f);
-            }
-            let ok = flushed.is_some();
+    {
+        let mut guard = leader.shipments.lock();
+        let Some(shipments) = guard.as_mut() else {
+            return Err("the node is stopping".into());
+        };
+        while shipments.try_join_next().is_some() {}
+        for (id, info, voter) in others {
+            let (leader, files, tx) = (leader.clone(), files.clone(), tx.clone());
             {
                 let mut behind = leader.counters.behind.lock();
                 let e = behind.entry(id).or_default();
-                e.0 = e.0.saturating_sub(1);
-                e.1 = e.1.saturating_sub(bytes);
+                e.0 += 1;
+                e.1 += bytes;
             }
-            if ok {
-                leader
-                    .counters
-                    .bytes_shipped
-                    .fetch_add(bytes, Ordering::Relaxed);
-            }
-            let _ = tx.send(ok && voter);
-        });
+            shipments.spawn(async move {
+                let flushed = ship_all(&leader, id, &info, files).await;
+                if let Some(f) = flushed {
+                    let mut known = leader.counters.flushed.lock();
+                    let e = known.entry(id).or_default();
+                    *e = (*e).max(f);
+                }
+                let ok = flushed.is_some();
+                {
+                    let mut behind = leader.counters.behind.lock();
+                    let e = behind.entry(id).or_default();
+                    e.0 = e.0.saturating_sub(1);
+                    e.1 = e.1.saturating_sub(bytes);
+                }
+                if ok {
+                    leader
+                        .counters
+                        .bytes_shipped
+                        .fetch_add(bytes, Ordering::Relaxed);
+                }
+                let _ = tx.send(ok && voter);
+            });
+        }
     }
     drop(tx);
     let mut holders = 1;
@@ -437,7 +523,7 @@ async fn ship_all(
 ) -> Option<u64> {
     let deadline = tokio::time::Instant::now() + leader.settings.ship_timeout;
     let mut flushed = 0;
-    for f in files {
+    for mut f in files {
         loop {
             if let Some(pause) = rate_pause(&leader.settings, &f) {
                 tokio::time::sleep(pause).await;
@@ -455,6 +541,18 @@ async fn ship_all(
                 Ok(Err(e)) if tokio::time::Instant::now() < deadline => {
                     tracing::debug!(node = id, error = %e, "shipping a file failed; retrying");
                     tokio::time::sleep(Duration::from_millis(50)).await;
+                    // An install may have moved it (retired); once it is gone here its job was
+                    // applied or given up, and a node that still needs it fetches it.
+                    match f
+                        .files
+                        .first()
+                        .and_then(|i| leader.db.edit_file_path(&i.name))
+                    {
+                        Some(path) => {
+                            f.dir = path.parent().map(|p| p.to_path_buf()).unwrap_or_default()
+                        }
+                        None => return None,
+                    }
                 }
                 _ => return None,
             }
@@ -521,6 +619,8 @@ pub(crate) struct Fetcher {
     pub counters: Arc<RubbleCounters>,
     /// While the applier waits for files: which, for how long, and why the last fetches failed.
     pub waiting: Mutex<Option<String>>,
+    /// What the edits applied here say about staged files.
+    pub lanes: Mutex<AppliedLanes>,
 }
 
 /// How long one fetch from one node may take.

@@ -303,6 +303,81 @@ pub struct Receiver {
     dir: PathBuf,
     files: Vec<FileInfo>,
     current: Option<Incoming>,
+    /// Counts this transfer among its node's (see [`Receptions`]); `None` for a node's own
+    /// fetch, which its applier runs.
+    reception: Option<Reception>,
+}
+
+/// A node's transfers in progress into its own directories (a snapshot's, staging): once the
+/// node stops it refuses new ones and fails the next piece of those running, and its shutdown
+/// waits until none runs. A transfer is driven by the sender (and, in process, by the sender's
+/// task), so without this it could go on writing into the directories of a node that stopped,
+/// after a restart opened them again: a file renamed into staging once open had cleared it
+/// stayed there for good, and one renamed between the clearing's listing and its removal made
+/// the open fail.
+#[derive(Debug, Default)]
+pub(crate) struct Receptions {
+    stopped: std::sync::atomic::AtomicBool,
+    running: std::sync::atomic::AtomicU64,
+}
+
+/// One transfer counted in [`Receptions`] while it lives.
+#[derive(Debug)]
+pub(crate) struct Reception(Arc<Receptions>);
+
+impl Receptions {
+    /// Counts a new transfer.
+    ///
+    /// # Errors
+    /// The node is stopping.
+    pub(crate) fn enter(self: &Arc<Self>) -> io::Result<Reception> {
+        use std::sync::atomic::Ordering::SeqCst;
+        // Counted before the check: `wait` that sees no transfer after `stop` means none starts.
+        self.running.fetch_add(1, SeqCst);
+        let reception = Reception(self.clone());
+        reception.check()?;
+        Ok(reception)
+    }
+
+    /// Refuses transfers from now on.
+    pub(crate) fn stop(&self) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Transfers running now.
+    pub(crate) fn running(&self) -> u64 {
+        self.running.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Reception {
+    fn check(&self) -> io::Result<()> {
+        if self.0.stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the receiving node is stopping",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Clone for Reception {
+    fn clone(&self) -> Reception {
+        self.0
+            .running
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Reception(self.0.clone())
+    }
+}
+
+impl Drop for Reception {
+    fn drop(&mut self) {
+        self.0
+            .running
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// The file a [`Receiver`] is writing.
@@ -327,7 +402,25 @@ impl Receiver {
             dir,
             files: Vec::new(),
             current: None,
+            reception: None,
         })
+    }
+
+    /// Counts this transfer in `reception`'s node (see [`Receptions`]).
+    pub(crate) fn counted(mut self, reception: Reception) -> Receiver {
+        self.reception = Some(reception);
+        self
+    }
+
+    /// Whether the receiving node stopped: the next piece fails.
+    pub(crate) fn refused(&self) -> bool {
+        self.reception.as_ref().is_some_and(|r| r.check().is_err())
+    }
+
+    /// Keeps this transfer counted past [`Receiver::finish`], for what its node does with the
+    /// files.
+    pub(crate) fn reception(&self) -> Option<Reception> {
+        self.reception.clone()
     }
 
     fn invalid(msg: String) -> io::Error {
@@ -339,6 +432,9 @@ impl Receiver {
     /// # Errors
     /// A piece out of order, a bad name, a size or checksum mismatch, or an I/O error.
     pub fn piece(&mut self, piece: Piece) -> io::Result<()> {
+        if let Some(r) = &self.reception {
+            r.check()?;
+        }
         match piece {
             Piece::File(info) => {
                 if self.current.is_some() {

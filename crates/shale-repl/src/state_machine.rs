@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     pub stopping: AtomicBool,
     /// Held while an entry or a snapshot is applied (see [`Shared::wait_applies`]).
     pub applying: Mutex<()>,
+    /// Transfers into this node's snapshot and staging directories in progress.
+    pub receptions: Arc<crate::snapshot::Receptions>,
 }
 
 pub(crate) struct SmState {
@@ -107,6 +109,7 @@ impl Shared {
             fetcher,
             stopping: AtomicBool::new(false),
             applying: Mutex::new(()),
+            receptions: Arc::default(),
         })
     }
 
@@ -225,14 +228,17 @@ impl Shared {
             tracing::warn!(index, error = %e, "installing shipped files failed; fetching them again");
             *fetcher.waiting.lock() = Some(format!("entry {index}: install failed: {e}"));
             for o in &edit.outputs {
-                db.remove_staged(0, Some(&o.name));
+                db.remove_staged_file(&o.name);
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(INSTALL_RETRY_MAX);
         }
         *fetcher.waiting.lock() = None;
         let cleaning = std::time::Instant::now();
-        db.remove_staged(shale::file_number(term, 0), None);
+        fetcher.lanes.lock().applied(edit);
+        db.remove_staged_below(shale::file_number(term, 0));
+        // Files of this term that no later edit names: given-up jobs, late shipments.
+        db.remove_staged_where(|n| fetcher.lanes.lock().unneeded(n));
         db.drop_retired(retired_upto);
         counters
             .install_micros
@@ -361,7 +367,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 // Edits the snapshot covers are never applied here: their staged files would
                 // stay forever. Later edits fetch theirs again. (A node that held a later edit's
                 // files for its quorum loses them here; the other holders still have them.)
-                shared.db.remove_staged(u64::MAX, None);
+                shared.db.clear_staged();
             }
             {
                 let mut s = shared.inner.lock();

@@ -3,14 +3,17 @@
 //! hard moments keep that true and lose nothing acknowledged: a leader killed after a quorum
 //! holds a job's files but before its edit commits, a leader deposed in the middle of a job, a
 //! follower's power loss while edits arrive, a follower partitioned past the log's purge point
-//! (it catches up by snapshot), and a follower that cannot get files (it flushes itself).
+//! (it catches up by snapshot), shipments that arrive late (after the node fetched the files
+//! itself, or stopped), and a follower that cannot get files (it flushes itself).
 
 mod common;
 
 use common::{put, Cluster};
+use shale::fs::Fs;
 use shale::WriteBatch;
 use shale_repl::{NodeId, ReplicationMode};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -124,8 +127,31 @@ async fn quiesce(cluster: &Cluster) -> NodeId {
 }
 
 /// Every node holds the same live files, and no node has orphans.
-fn check_files(cluster: &Cluster) {
+async fn check_files(cluster: &Cluster) {
     let ids = cluster.running();
+    if ids.iter().any(|&id| !cluster.orphans(id).is_empty()) {
+        // For the failure's report: what the nodes did, and whether the orphans stay.
+        let report = |when: &str| {
+            for &id in &ids {
+                let r = cluster.replica(id);
+                let st = r.db().stats();
+                eprintln!(
+                    "ORPHANS {when}: node {id} {:?} term {} orphans {:?} rubble {:?} flushes {} compactions {} gc {}",
+                    r.status().role,
+                    r.term(),
+                    cluster.orphans(id),
+                    r.rubble_status(),
+                    st.flushes,
+                    st.compactions,
+                    st.gc_runs
+                );
+            }
+        };
+        report("first");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        quiesce(cluster).await;
+        report("after 2 s and quiesce");
+    }
     let first = cluster.live_files(ids[0]);
     assert!(!first.is_empty(), "no live files");
     for &id in &ids {
@@ -153,7 +179,7 @@ async fn only_the_leader_flushes_and_compacts_and_every_node_holds_the_same_file
     write(&c, &mut model, 300).await;
     let leader = quiesce(&c).await;
     c.check_invariants();
-    check_files(&c);
+    check_files(&c).await;
     check_model(&c, &model);
     let lstats = c.replica(leader).db().stats();
     assert!(lstats.flushes > 3 && lstats.compactions > 0, "{lstats:?}");
@@ -190,7 +216,7 @@ async fn only_the_leader_flushes_and_compacts_and_every_node_holds_the_same_file
     c.settle(Duration::from_secs(30)).await;
     quiesce(&c).await;
     c.check_invariants();
-    check_files(&c);
+    check_files(&c).await;
     check_model(&c, &model);
     let after = c.live_files(c.running()[0]);
     assert!(after == before || !after.is_empty());
@@ -299,7 +325,7 @@ async fn only_the_leader_collects_blob_garbage_and_every_node_stays_small_under_
     written += write_large(&c, &mut model, &mut cold, 200, 0).await;
     let leader = quiesce_gc(&c).await;
     c.check_invariants();
-    check_files(&c);
+    check_files(&c).await;
     check_model(&c, &model);
     check_blob_space(&c, &model, written);
     let lstats = c.replica(leader).db().stats();
@@ -318,7 +344,7 @@ async fn only_the_leader_collects_blob_garbage_and_every_node_stays_small_under_
     c.settle(Duration::from_secs(30)).await;
     quiesce_gc(&c).await;
     c.check_invariants();
-    check_files(&c);
+    check_files(&c).await;
     check_model(&c, &model);
     check_blob_space(&c, &model, written);
     stop(c).await;
@@ -368,7 +394,7 @@ async fn a_leader_killed_after_a_quorum_holds_the_files_loses_nothing_and_leaves
     write(&c, &mut model, 60).await;
     quiesce(&c).await;
     c.check_invariants();
-    check_files(&c);
+    check_files(&c).await;
     check_model(&c, &model);
     stop(c).await;
 }
@@ -399,7 +425,7 @@ async fn a_leader_deposed_in_the_middle_of_a_job_changes_nothing_anywhere() {
     tokio::time::sleep(left + Duration::from_millis(300)).await;
     quiesce(&c).await;
     c.check_invariants();
-    check_files(&c);
+    check_files(&c).await;
     check_model(&c, &model);
     stop(c).await;
 }
@@ -422,7 +448,7 @@ async fn a_follower_power_loss_while_edits_arrive_is_repaired_by_fetching() {
     write(&c, &mut model, 40).await;
     quiesce(&c).await;
     c.check_invariants();
-    check_files(&c);
+    check_files(&c).await;
     check_model(&c, &model);
     let s = c.replica(follower).db().stats();
     assert_eq!((s.flushes, s.compactions), (0, 0));
@@ -446,7 +472,7 @@ async fn a_follower_partitioned_past_the_purged_log_catches_up_by_snapshot() {
     quiesce(&c).await;
     assert!(c.net.counts().snapshots_sent > 0, "{:?}", c.net.counts());
     c.check_invariants();
-    check_files(&c);
+    check_files(&c).await;
     check_model(&c, &model);
     let s = c.replica(follower).db().stats();
     assert_eq!((s.flushes, s.compactions), (0, 0));
@@ -455,7 +481,97 @@ async fn a_follower_partitioned_past_the_purged_log_catches_up_by_snapshot() {
     write(&c, &mut model, 80).await;
     quiesce(&c).await;
     assert!(c.replica(follower).rubble_status().edits_installed > installed);
-    check_files(&c);
+    check_files(&c).await;
+    stop(c).await;
+}
+
+/// Waits until node `id` applied everything the leader applied.
+async fn caught_up(c: &Cluster, id: NodeId) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let leader = c.wait_leader(Duration::from_secs(5)).await.expect("leader");
+        if c.replica(id).applied_index() >= c.replica(leader).applied_index() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {id} did not catch up: {:?}",
+            c.describe()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Node `id`'s staging directory, listed (the node may be down).
+fn staging(c: &Cluster, id: NodeId) -> Vec<String> {
+    let dir = PathBuf::from(format!("n{id}"))
+        .join("engine")
+        .join(shale::STAGING_DIR);
+    let mut names = c.nodes[&id].fs.list_dir(&dir).expect("list staging");
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_shipments_leave_nothing_behind_on_a_running_or_a_stopped_node() {
+    let mut c = cluster(18);
+    // A held shipment lives until it is released (the leader gives up on it after this).
+    c.rubble.ship_timeout = Duration::from_secs(60);
+    c.bootstrap(&[1, 2, 3]).await;
+    let mut model = Model::new();
+    write(&c, &mut model, 20).await;
+    let leader = quiesce(&c).await;
+    let follower = [1, 2, 3]
+        .into_iter()
+        .find(|&i| i != leader)
+        .expect("a follower");
+    // 1. The follower fetches every edit's files itself, and compactions remove many of them
+    // again, before the leader's shipments of them end.
+    c.net.hold_shipments(follower, true);
+    let held = c.net.counts().shipments_held;
+    write(&c, &mut model, 150).await;
+    caught_up(&c, follower).await;
+    assert!(
+        c.net.counts().shipments_held > held + 3,
+        "{:?}",
+        c.net.counts()
+    );
+    assert!(
+        c.replica(follower).rubble_status().bytes_fetched > 0,
+        "{:?}",
+        c.replica(follower).rubble_status()
+    );
+    c.net.hold_shipments(follower, false);
+    quiesce(&c).await;
+    c.check_invariants();
+    check_files(&c).await;
+    check_model(&c, &model);
+    // 2. A node stopped while a shipment to it waits before a file's end takes nothing more of
+    // it, and opens again with nothing in staging.
+    c.net.hold_shipments(follower, true);
+    let held = c.net.counts().shipments_held;
+    for _ in 0..100 {
+        if c.net.counts().shipments_held > held {
+            break;
+        }
+        write(&c, &mut model, 5).await;
+    }
+    assert!(c.net.counts().shipments_held > held, "no shipment waited");
+    c.kill(follower, false).await;
+    let at_stop = staging(&c, follower);
+    c.net.hold_shipments(follower, false);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        staging(&c, follower),
+        at_stop,
+        "a shipment went on writing into a stopped node's staging"
+    );
+    c.settle(Duration::from_secs(30)).await;
+    write(&c, &mut model, 40).await;
+    quiesce(&c).await;
+    c.check_invariants();
+    check_files(&c).await;
+    check_model(&c, &model);
     stop(c).await;
 }
 
@@ -505,7 +621,7 @@ async fn a_follower_that_cannot_get_files_flushes_its_own_memtable_and_says_so()
     write(&c, &mut model, 40).await;
     quiesce(&c).await;
     c.check_invariants();
-    check_files(&c);
+    check_files(&c).await;
     check_model(&c, &model);
     let s = c.replica(follower).db().stats();
     assert_eq!(

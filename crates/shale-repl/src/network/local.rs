@@ -50,6 +50,8 @@ pub struct FaultCounts {
     /// Bulk transfers (rubble mode) started: shipped by a leader, fetched by a node.
     pub files_shipped: u64,
     pub files_fetched: u64,
+    /// Shipments that waited while their target's shipments were held ([`LocalNetwork::hold_shipments`]).
+    pub shipments_held: u64,
 }
 
 struct State {
@@ -58,6 +60,8 @@ struct State {
     cut: BTreeSet<(NodeId, NodeId)>,
     /// Nodes that neither send nor receive shipped or fetched files (Raft messages still pass).
     files_blocked: BTreeSet<NodeId>,
+    /// Nodes whose incoming shipments wait, once begun, until released.
+    shipments_held: BTreeSet<NodeId>,
     faults: Faults,
     rng: u64,
     counts: FaultCounts,
@@ -109,6 +113,7 @@ impl LocalNetwork {
                 services: HashMap::new(),
                 cut: BTreeSet::new(),
                 files_blocked: BTreeSet::new(),
+                shipments_held: BTreeSet::new(),
                 faults: Faults::default(),
                 rng: seed,
                 counts: FaultCounts::default(),
@@ -172,6 +177,31 @@ impl LocalNetwork {
         }
     }
 
+    /// Holds (or releases) the shipments to `node`: each waits before the end of each file (its
+    /// bytes received, not yet under its name) until released, the node stops, or the sender
+    /// gives up. A node's own fetches pass. (A slow bulk link: the files arrive after the node
+    /// fetched them itself, or while it stops.)
+    pub fn hold_shipments(&self, node: NodeId, held: bool) {
+        let mut s = self.state.lock();
+        if held {
+            s.shipments_held.insert(node);
+        } else {
+            s.shipments_held.remove(&node);
+        }
+    }
+
+    /// Waits while shipments to `node` are held and `refused` says no.
+    async fn wait_if_held(&self, node: NodeId, refused: impl Fn() -> bool) {
+        let mut counted = false;
+        while self.state.lock().shipments_held.contains(&node) && !refused() {
+            if !counted {
+                self.state.lock().counts.shipments_held += 1;
+                counted = true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     fn files_pass(&self, a: NodeId, b: NodeId) -> bool {
         let s = self.state.lock();
         !s.files_blocked.contains(&a) && !s.files_blocked.contains(&b)
@@ -182,6 +212,7 @@ impl LocalNetwork {
         let mut s = self.state.lock();
         s.cut.clear();
         s.files_blocked.clear();
+        s.shipments_held.clear();
         s.faults = Faults::default();
     }
 
@@ -296,7 +327,7 @@ impl Transport for LocalNetwork {
             };
             net.state.lock().counts.files_shipped += 1;
             let mut receiver = service.begin_staging()?;
-            if let Err(e) = net.stream(from, target, &files, &mut receiver).await {
+            if let Err(e) = net.stream_held(from, target, &files, &mut receiver).await {
                 receiver.abandon_files();
                 return Err(e);
             }
@@ -346,6 +377,26 @@ impl Transport for LocalNetwork {
 }
 
 impl LocalNetwork {
+    /// [`LocalNetwork::stream`] for a shipment: each file's end waits while shipments to `to`
+    /// are held ([`LocalNetwork::hold_shipments`]).
+    async fn stream_held(
+        &self,
+        from: NodeId,
+        to: NodeId,
+        files: &SnapshotFiles,
+        receiver: &mut Receiver,
+    ) -> io::Result<()> {
+        let receiver = Mutex::new(receiver);
+        let receiver = &receiver;
+        send_files(files, |piece| async move {
+            if matches!(piece, Piece::FileEnd(_)) {
+                self.wait_if_held(to, || receiver.lock().refused()).await;
+            }
+            self.deliver(from, to, piece, &mut receiver.lock())
+        })
+        .await
+    }
+
     /// Streams `files` from node `from` into `receiver` on node `to`, through the transfer
     /// faults (a cut link or `snapshot_cut` stops it, `snapshot_damage` flips a byte).
     async fn stream(
@@ -355,26 +406,35 @@ impl LocalNetwork {
         files: &SnapshotFiles,
         receiver: &mut Receiver,
     ) -> io::Result<()> {
-        send_files(files, |mut piece| {
-            let mut s = self.state.lock();
-            let r = if s.cut.contains(&(from, to)) || s.fires(|f| f.snapshot_cut) {
-                s.counts.snapshots_cut += 1;
-                Err(unreachable("file transfer cut"))
-            } else {
-                if let Piece::Chunk(bytes) = &mut piece {
-                    if !bytes.is_empty() && s.fires(|f| f.snapshot_damage) {
-                        s.counts.snapshots_damaged += 1;
-                        let i = (s.next() % bytes.len() as u64) as usize;
-                        if let Some(b) = bytes.get_mut(i) {
-                            *b ^= 0x20;
-                        }
-                    }
-                }
-                drop(s);
-                receiver.piece(piece)
-            };
-            std::future::ready(r)
+        send_files(files, |piece| {
+            std::future::ready(self.deliver(from, to, piece, receiver))
         })
         .await
+    }
+
+    /// One piece of a transfer from `from` to `to`, through the transfer faults.
+    fn deliver(
+        &self,
+        from: NodeId,
+        to: NodeId,
+        mut piece: Piece,
+        receiver: &mut Receiver,
+    ) -> io::Result<()> {
+        let mut s = self.state.lock();
+        if s.cut.contains(&(from, to)) || s.fires(|f| f.snapshot_cut) {
+            s.counts.snapshots_cut += 1;
+            return Err(unreachable("file transfer cut"));
+        }
+        if let Piece::Chunk(bytes) = &mut piece {
+            if !bytes.is_empty() && s.fires(|f| f.snapshot_damage) {
+                s.counts.snapshots_damaged += 1;
+                let i = (s.next() % bytes.len() as u64) as usize;
+                if let Some(b) = bytes.get_mut(i) {
+                    *b ^= 0x20;
+                }
+            }
+        }
+        drop(s);
+        receiver.piece(piece)
     }
 }

@@ -132,7 +132,8 @@ impl Service {
             let mut store = self.shared.snapshots.lock();
             (store.fs().clone(), store.new_dir())
         };
-        Receiver::new(fs, dir)
+        let reception = self.shared.receptions.enter()?;
+        Ok(Receiver::new(fs, dir)?.counted(reception))
     }
 
     /// Installs a completely received snapshot.
@@ -166,26 +167,26 @@ impl Service {
     /// # Errors
     /// The directory cannot be created.
     pub fn begin_staging(&self) -> io::Result<Receiver> {
+        let reception = self.shared.receptions.enter()?;
         let fs = self.shared.snapshots.lock().fs().clone();
-        Receiver::new(fs, self.shared.db.staging_dir())
+        Ok(Receiver::new(fs, self.shared.db.staging_dir())?.counted(reception))
     }
 
     /// Completes a transfer into staging: files synced with the directory; a file that arrived
-    /// after its edit was installed here (it was fetched meanwhile) is dropped again. Returns
+    /// after its edit was applied here (the node fetched it meanwhile; it may be gone again
+    /// since, compacted or collected) is dropped again (`Db::drop_unneeded_staged`). Returns
     /// this node's flushed log index, for the acknowledgement.
     ///
     /// # Errors
     /// A file left incomplete, or an I/O error.
     pub fn finish_staging(&self, receiver: Receiver) -> io::Result<u64> {
+        let _counted = receiver.reception();
         let files = receiver.finish()?;
-        let db = &self.shared.db;
-        for f in &files.files {
-            if db.path().join(&f.name) != files.dir.join(&f.name)
-                && files.fs.exists(&db.path().join(&f.name))
-            {
-                let _ = files.fs.remove_file(&files.dir.join(&f.name));
-            }
-        }
+        let names: Vec<String> = files.files.iter().map(|f| f.name.clone()).collect();
+        let lanes = self.shared.fetcher.as_ref().map(|f| &f.lanes);
+        self.shared
+            .db
+            .drop_unneeded_staged(&names, |n| lanes.is_some_and(|l| l.lock().unneeded(n)));
         Ok(self.flushed_index())
     }
 

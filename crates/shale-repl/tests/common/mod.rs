@@ -309,6 +309,19 @@ impl Cluster {
         }
         if let Some(r) = node.replica.take() {
             r.shutdown().await;
+            // A restart opens the same directory in this process: the engine must be released
+            // first. Work of the stopped node still in flight (a job's prepare, openraft's
+            // state-machine task) holds it until it ends.
+            let engine = Arc::downgrade(r.db());
+            drop(r);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while engine.strong_count() > 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "node {id}'s engine is still open 30 s after it stopped"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
         }
         if power_loss {
             node.fs = node.fs.crash_clone();

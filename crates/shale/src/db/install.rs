@@ -112,6 +112,9 @@ pub(crate) struct LogJobs {
     /// Flush outputs this node wrote itself because it could not get them (see the module
     /// documentation), since open.
     pub fallback_flushes: u64,
+    /// Staged files numbered below it are of terms whose edits are all applied here (see
+    /// [`Db::remove_staged_below`]).
+    pub staged_floor: u64,
 }
 
 impl Db {
@@ -175,21 +178,72 @@ impl Db {
         }
     }
 
-    /// Removes from staging the files numbered below `number` (files of terms before the one
-    /// that `number` starts, once no later entry can name them), and the file `damaged` if
-    /// given. Failures are ignored: staging is cleared at open anyway.
-    pub fn remove_staged(&self, below: u64, damaged: Option<&str>) {
+    /// Removes from staging the files numbered below `below`: the files of the terms before the
+    /// one `below` starts, once an edit of that term is applied (log terms never decrease, so no
+    /// later entry names them). A file of those terms that arrives later is dropped on arrival
+    /// (see [`Db::drop_unneeded_staged`]). Failures are ignored: staging is cleared at open.
+    pub fn remove_staged_below(&self, below: u64) {
+        {
+            // Before the listing: a file renamed into staging after it finds the new floor.
+            let mut state = self.inner.state.lock();
+            let jobs = &mut state.log_jobs;
+            jobs.staged_floor = jobs.staged_floor.max(below);
+        }
+        self.remove_staged_where(|n| n < below);
+    }
+
+    /// Removes the staged file `name` (a damaged copy, fetched again).
+    pub fn remove_staged_file(&self, name: &str) {
+        let staged = self.inner.dir.join(STAGING_DIR).join(name);
+        let _ = self.inner.fs.remove_file(&staged);
+    }
+
+    /// Removes every staged file (a snapshot was installed: the edits it covers are never
+    /// applied here, and later edits fetch their files again).
+    pub fn clear_staged(&self) {
+        self.remove_staged_where(|_| true);
+    }
+
+    /// Removes the staged files whose number `doomed` says (files being received, under
+    /// temporary names, stay).
+    pub fn remove_staged_where(&self, doomed: impl Fn(u64) -> bool) {
         let inner = &self.inner;
         let staging = inner.dir.join(STAGING_DIR);
         let Ok(names) = inner.fs.list_dir(&staging) else {
             return;
         };
         for name in names {
-            let old = file_number_of(&name).is_some_and(|n| n < below);
-            if old || damaged == Some(name.as_str()) {
+            if file_number_of(&name).is_some_and(&doomed) {
                 let _ = inner.fs.remove_file(&staging.join(&name));
             }
         }
+    }
+
+    /// Removes the files `names`, just received into staging, that no edit will install here:
+    /// files already in the database directory, files of terms whose edits are all applied
+    /// (see [`Db::remove_staged_below`]), and files `unneeded` names (the log's owner knows
+    /// which edits it applied). A shipment to a node that fetched the files itself meanwhile,
+    /// or restarted, arrives that late. Returns how many were removed.
+    ///
+    /// `unneeded` is called under the state lock: an install, which moves staged files under
+    /// it, is seen before or after, never halfway.
+    pub fn drop_unneeded_staged(&self, names: &[String], unneeded: impl Fn(u64) -> bool) -> usize {
+        let inner = &self.inner;
+        let staging = inner.dir.join(STAGING_DIR);
+        let state = inner.state.lock();
+        let jobs = &state.log_jobs;
+        let mut removed = 0;
+        for name in names {
+            let Some(n) = file_number_of(name) else {
+                continue;
+            };
+            let doomed =
+                n < jobs.staged_floor || unneeded(n) || inner.fs.exists(&inner.dir.join(name));
+            if doomed && inner.fs.remove_file(&staging.join(name)).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
     }
 
     /// The log indexes that sealed the memtables waiting for their flush, oldest first.
