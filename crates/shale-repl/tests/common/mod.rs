@@ -74,6 +74,8 @@ impl std::fmt::Display for AppliedEntry {
 pub struct Node {
     pub fs: FaultFs,
     pub replica: Option<Arc<Replica>>,
+    /// The engine of the node's last stopped incarnation, until it is released.
+    pub stopped_engine: Option<std::sync::Weak<shale::Db>>,
     pub applied: Arc<Mutex<Applied>>,
 }
 
@@ -222,9 +224,23 @@ impl Cluster {
         let node = self.nodes.entry(id).or_insert_with(|| Node {
             fs: FaultFs::new(MemFs::new()),
             replica: None,
+            stopped_engine: None,
             applied: Arc::new(Mutex::new(Applied::default())),
         });
         assert!(node.replica.is_none(), "node {id} is running");
+        // A restart opens the same directory in this process: the stopped incarnation must have
+        // released its engine. Work of it still in flight (a job's prepare, openraft's
+        // state-machine task) holds it until that ends.
+        if let Some(engine) = node.stopped_engine.take() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while engine.strong_count() > 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "node {id}'s engine is still open 30 s after it stopped"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
         node.applied.lock().by_incarnation.push(Vec::new());
         let applied = node.applied.clone();
         let hook: ApplyHook = Arc::new(move |index, command| {
@@ -309,19 +325,7 @@ impl Cluster {
         }
         if let Some(r) = node.replica.take() {
             r.shutdown().await;
-            // A restart opens the same directory in this process: the engine must be released
-            // first. Work of the stopped node still in flight (a job's prepare, openraft's
-            // state-machine task) holds it until it ends.
-            let engine = Arc::downgrade(r.db());
-            drop(r);
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while engine.strong_count() > 0 {
-                assert!(
-                    Instant::now() < deadline,
-                    "node {id}'s engine is still open 30 s after it stopped"
-                );
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            node.stopped_engine = Some(Arc::downgrade(r.db()));
         }
         if power_loss {
             node.fs = node.fs.crash_clone();
