@@ -19,6 +19,13 @@
 //! engine write stalls, rubble mode's install stall, entries held back by write pressure, and
 //! the applier's seconds on `InstallEdit` entries, installing and waiting for files), bytes on
 //! disk per node, the ratios the issues' targets name, and a two-thread CPU check per round.
+//! Each role's CPU-seconds are also split by the server's thread names (`shale-raft`: the Raft
+//! runtime, which receives and applies entries into the memtable; `shale-raft-log-sync`: the
+//! log's fsyncs; `shale-bg`: flushes and compactions; `shale-gc`: blob GC; `shale-conn`: client
+//! connections; threads that ended during the run together as `ended`), with the followers'
+//! compaction bytes, so the work a mode saves shows where it is. `--serve-arg` passes engine
+//! settings (`--target-file-size`, `--max-bytes-for-level-base`, `--min-blob-size`) to every
+//! Shale process.
 
 use crate::compare::median;
 use crate::cpucheck::{rounds_line, sysbench_cpu_events_per_sec};
@@ -38,7 +45,8 @@ pub const USAGE: &str = "\
 Usage: shale-bench cluster-bench [--rounds N] [--requests N] [--records N]
                                  [--setups rf3,rubble3,always,redis3] [--workloads a,g]
                                  [--value-size BYTES] [--write-buffer-size BYTES]
-                                 [--shale-bin PATH] [--cpucheck SECS] [--out FILE.md]";
+                                 [--serve-arg ARG]... [--shale-bin PATH] [--cpucheck SECS]
+                                 [--out FILE.md]";
 
 /// The setups `--setups` may name.
 const SETUPS: [&str; 4] = ["rf3", "rubble3", "always", "redis3"];
@@ -59,6 +67,8 @@ pub struct ClusterBenchArgs {
     /// `shale serve --write-buffer-size` (memtable bytes) for the Shale setups; 0 keeps the
     /// server's default.
     pub write_buffer_size: u64,
+    /// More `shale serve` arguments for every Shale process (one per `--serve-arg`).
+    pub serve_args: Vec<String>,
     pub shale_bin: Option<PathBuf>,
     pub cpucheck_secs: u32,
     pub out: Option<PathBuf>,
@@ -74,6 +84,7 @@ impl Default for ClusterBenchArgs {
             workloads: vec!["a".into()],
             value_size: 1024,
             write_buffer_size: 0,
+            serve_args: Vec::new(),
             shale_bin: None,
             cpucheck_secs: 5,
             out: None,
@@ -125,6 +136,7 @@ pub fn parse_args(args: &[String]) -> Result<Option<ClusterBenchArgs>> {
             }
             "--value-size" => a.value_size = num(value)?.max(1),
             "--write-buffer-size" => a.write_buffer_size = num(value)?,
+            "--serve-arg" => a.serve_args.push(value.clone()),
             other => return Err(Error::usage(format!("unknown flag {other}\n{USAGE}"))),
         }
     }
@@ -173,6 +185,18 @@ impl Setup {
     /// CPU-seconds so far of the process serving the load and of the others.
     fn cpu_seconds(&self) -> (f64, f64) {
         self.by_role(proc_cpu_seconds)
+    }
+
+    /// CPU-seconds so far of every thread: (is it the process serving the load, thread id) ->
+    /// (thread group, seconds).
+    fn thread_cpu_seconds(&self) -> BTreeMap<(bool, u32), (String, f64)> {
+        let mut all = BTreeMap::new();
+        for (c, port) in &self.children {
+            for (tid, v) in proc_thread_cpu_seconds(c.id()) {
+                all.insert((*port == self.target, tid), v);
+            }
+        }
+        all
     }
 
     /// Bytes so far that the process serving the load and the others wrote to storage
@@ -226,6 +250,14 @@ impl Setup {
         }
         f.insert("followers' own flushes".into(), flushes);
         f.insert("followers' own compactions".into(), compactions);
+        let (mut read, mut written) = (0.0, 0.0);
+        for (_, port) in self.children.iter().filter(|(_, p)| *p != self.target) {
+            let p = info(*port, "persistence");
+            read += field(&p, "shale_compaction_bytes_read") / 1e6;
+            written += field(&p, "shale_compaction_bytes_written") / 1e6;
+        }
+        f.insert("followers' compaction MB read".into(), read);
+        f.insert("followers' compaction MB written".into(), written);
         let r = info(self.target, "replication");
         f.insert(
             "MB shipped by the leader".into(),
@@ -261,6 +293,60 @@ fn proc_cpu_seconds(pid: u32) -> f64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     (ticks(11) + ticks(12)) / hz
+}
+
+/// User plus system CPU seconds so far of each thread of a process, by thread id, with the
+/// thread's group: its name without a trailing number (`shale-bg-1` is `shale-bg`).
+fn proc_thread_cpu_seconds(pid: u32) -> BTreeMap<u32, (String, f64)> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return BTreeMap::new();
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    tasks
+        .flatten()
+        .filter_map(|t| {
+            let tid: u32 = t.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let name = head.split_once('(')?.1;
+            let group = name
+                .trim_end_matches(|c: char| c.is_ascii_digit())
+                .trim_end_matches('-')
+                .to_string();
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            Some((tid, (group, (ticks(11) + ticks(12)) / hz)))
+        })
+        .collect()
+}
+
+/// Per role and thread group, the CPU-seconds between `before` and `after` (threads born
+/// meanwhile count from zero); what the processes spent beyond their threads alive at the end
+/// (`total`, per role) is `ended`.
+fn thread_groups(
+    before: &BTreeMap<(bool, u32), (String, f64)>,
+    after: &BTreeMap<(bool, u32), (String, f64)>,
+    total: (f64, f64),
+    f: &mut Figures,
+) {
+    let mut groups: BTreeMap<(bool, String), f64> = BTreeMap::new();
+    for (key, (group, secs)) in after {
+        let was = before.get(key).map_or(0.0, |(_, s)| *s);
+        *groups.entry((key.0, group.clone())).or_default() += secs - was;
+    }
+    for (leader, all) in [(true, total.0), (false, total.1)] {
+        let counted: f64 = groups
+            .iter()
+            .filter(|((l, _), _)| *l == leader)
+            .map(|(_, v)| v)
+            .sum();
+        groups.insert((leader, "ended".into()), (all - counted).max(0.0));
+    }
+    for ((leader, group), secs) in groups {
+        let role = if leader { "leader" } else { "followers" };
+        f.insert(format!("{role} CPU s: {group}"), secs);
+    }
 }
 
 /// Bytes a process caused to be written to storage so far (0 when `/proc` does not say).
@@ -324,15 +410,19 @@ fn info(port: u16, section: &str) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
-fn start(setup: &str, bin: &Path, write_buffer_size: u64) -> Result<Setup> {
+fn start(setup: &str, bin: &Path, a: &ClusterBenchArgs) -> Result<Setup> {
     let tmp = tempdir()?;
     let mut children = Vec::new();
     let mut dirs = Vec::new();
-    let memtable: Vec<String> = if write_buffer_size > 0 {
-        vec!["--write-buffer-size".into(), write_buffer_size.to_string()]
+    let mut memtable: Vec<String> = if a.write_buffer_size > 0 {
+        vec![
+            "--write-buffer-size".into(),
+            a.write_buffer_size.to_string(),
+        ]
     } else {
         Vec::new()
     };
+    memtable.extend(a.serve_args.iter().cloned());
     let target = match setup {
         "rf3" | "rubble3" => {
             let raft: Vec<u16> = (0..3).map(|_| free_port()).collect::<Result<_>>()?;
@@ -616,15 +706,20 @@ fn run(a: &ClusterBenchArgs) -> Result<String> {
         let n = order.len().max(1);
         order.rotate_left(round as usize % n);
         for setup in order {
-            let s = start(&setup, &bin, a.write_buffer_size)?;
+            let s = start(&setup, &bin, a)?;
             let before = s.cpu_seconds();
+            let threads_before = s.thread_cpu_seconds();
             let written_before = s.written_bytes();
             let mut f = Figures::new();
             let outcome = redis_benchmark(s.target, a.requests, &mut f)
                 .and_then(|()| ycsb(s.target, a, &mut f));
             let after = s.cpu_seconds();
+            let threads_after = s.thread_cpu_seconds();
             let written_after = s.written_bytes();
             let (target, others) = (after.0 - before.0, after.1 - before.1);
+            if setup != "redis3" {
+                thread_groups(&threads_before, &threads_after, (target, others), &mut f);
+            }
             f.insert("server CPU s".into(), target + others);
             let (wt, wo) = (
                 written_after.0.saturating_sub(written_before.0),
@@ -689,7 +784,7 @@ fn report(
             .and_then(|v| median(v))
     };
     let mut out = format!(
-        "## cluster-bench: {} rounds, redis-benchmark -t set,get -n {} -c 50 -d 100 -P 16; YCSB load + {}, {} records of {} B, 16 threads; write buffer {} ({:.0} s)\n\n",
+        "## cluster-bench: {} rounds, redis-benchmark -t set,get -n {} -c 50 -d 100 -P 16; YCSB load + {}, {} records of {} B, 16 threads; write buffer {}{} ({:.0} s)\n\n",
         a.rounds,
         a.requests,
         a.workloads.join(" + ").to_uppercase(),
@@ -699,6 +794,11 @@ fn report(
             a.write_buffer_size.to_string()
         } else {
             "default".into()
+        },
+        if a.serve_args.is_empty() {
+            String::new()
+        } else {
+            format!("; shale serve {}", a.serve_args.join(" "))
         },
         took.as_secs_f64()
     );

@@ -129,6 +129,14 @@ pub struct Config {
     pub threads: usize,
     /// Engine memtable size. Default [`DEFAULT_WRITE_BUFFER_SIZE`].
     pub write_buffer_size: usize,
+    /// Engine SST size that compactions split their output at. Default the engine's.
+    pub target_file_size: u64,
+    /// Engine L1 size above which L1 compacts into L2 (each deeper level 10x). Default the
+    /// engine's.
+    pub max_bytes_for_level_base: u64,
+    /// Engine values at least this long go to blob files (key-value separation); 0 turns that
+    /// off. Default the engine's.
+    pub min_blob_size: usize,
     /// Engine block cache size. Default [`DEFAULT_BLOCK_CACHE_SIZE`].
     pub block_cache_size: usize,
     /// Engine row cache size in bytes; 0 turns it off. Default [`DEFAULT_ROW_CACHE_SIZE`].
@@ -383,6 +391,9 @@ impl Default for Config {
             client_output_buffer_limit: DEFAULT_CLIENT_OUTPUT_BUFFER_LIMIT,
             threads: 0,
             write_buffer_size: DEFAULT_WRITE_BUFFER_SIZE,
+            target_file_size: shale::DEFAULT_TARGET_FILE_SIZE,
+            max_bytes_for_level_base: shale::DEFAULT_MAX_BYTES_FOR_LEVEL_BASE,
+            min_blob_size: shale::DEFAULT_MIN_BLOB_SIZE,
             block_cache_size: DEFAULT_BLOCK_CACHE_SIZE,
             row_cache_size: DEFAULT_ROW_CACHE_SIZE,
             memtable: Memtable::Flodb,
@@ -424,6 +435,12 @@ impl Config {
     pub fn engine_options(&self) -> shale::Options {
         shale::Options {
             write_buffer_size: self.write_buffer_size,
+            target_file_size: self.target_file_size,
+            max_bytes_for_level_base: self.max_bytes_for_level_base,
+            min_blob_size: match self.min_blob_size {
+                0 => shale::NO_BLOB_FILES,
+                n => n,
+            },
             block_cache_size: self.block_cache_size,
             row_cache_size: self.row_cache_size,
             max_value_size: self
@@ -478,6 +495,12 @@ impl Config {
             ),
             ("threads", self.threads.to_string()),
             ("write-buffer-size", self.write_buffer_size.to_string()),
+            ("target-file-size", self.target_file_size.to_string()),
+            (
+                "max-bytes-for-level-base",
+                self.max_bytes_for_level_base.to_string(),
+            ),
+            ("min-blob-size", self.min_blob_size.to_string()),
             ("block-cache-size", self.block_cache_size.to_string()),
             ("row-cache-size", self.row_cache_size.to_string()),
             ("memtable", self.memtable.name().to_string()),

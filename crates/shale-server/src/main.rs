@@ -76,6 +76,16 @@ struct ServeArgs {
     /// Engine memtable size in bytes [default: 67108864].
     #[arg(long)]
     write_buffer_size: Option<usize>,
+    /// Engine SST size compactions split at, in bytes [default: 67108864].
+    #[arg(long)]
+    target_file_size: Option<u64>,
+    /// Engine L1 size in bytes above which L1 compacts into L2 [default: 268435456].
+    #[arg(long)]
+    max_bytes_for_level_base: Option<u64>,
+    /// Engine values of at least this many bytes go to blob files; 0 keeps them in the SSTs
+    /// [default: 512].
+    #[arg(long)]
+    min_blob_size: Option<usize>,
     /// Engine memory component [default: flodb].
     #[arg(long, value_enum)]
     memtable: Option<shale_server::config::Memtable>,
@@ -161,7 +171,10 @@ impl ServeArgs {
             batch_period_us,
             index_slots,
             index,
-            write_buffer_size
+            write_buffer_size,
+            target_file_size,
+            max_bytes_for_level_base,
+            min_blob_size
         );
         if self.requirepass.is_some() {
             c.requirepass = self.requirepass;
