@@ -294,27 +294,25 @@ fn write_some(conn: &mut Conn) -> Result<()> {
 pub fn measure(spec: &LoadSpec, warmup: Duration, duration: Duration) -> Result<Measured> {
     let load = Load::start(spec)?;
     std::thread::sleep(warmup);
-    let c = &load.counters;
-    let snap = |c: &Counters| {
-        (
-            c.ops.load(Ordering::Relaxed),
-            c.gets.load(Ordering::Relaxed),
-            c.hits.load(Ordering::Relaxed),
-            c.errors.load(Ordering::Relaxed),
-        )
-    };
-    let start = snap(c);
+    let start = snapshot(&load.counters);
     let started = Instant::now();
     std::thread::sleep(duration);
-    let end = snap(c);
+    let end = snapshot(&load.counters);
     let secs = started.elapsed().as_secs_f64();
     load.stop()?;
-    Ok(Measured {
-        ops_per_sec: (end.0 - start.0) as f64 / secs,
-        gets: end.1 - start.1,
-        hits: end.2 - start.2,
-        errors: end.3 - start.3,
-    })
+    Ok(Measured::between(start, end, secs))
+}
+
+/// The counters at one moment: (ops, gets, hits, errors).
+type Snapshot = (u64, u64, u64, u64);
+
+fn snapshot(c: &Counters) -> Snapshot {
+    (
+        c.ops.load(Ordering::Relaxed),
+        c.gets.load(Ordering::Relaxed),
+        c.hits.load(Ordering::Relaxed),
+        c.errors.load(Ordering::Relaxed),
+    )
 }
 
 /// Runs a load for `warmup` requests, then measures over the next `measured` requests: a hit
@@ -332,14 +330,6 @@ pub fn measure_requests(
 ) -> Result<Measured> {
     let load = Load::start(spec)?;
     let c = &load.counters;
-    let snap = |c: &Counters| {
-        (
-            c.ops.load(Ordering::Relaxed),
-            c.gets.load(Ordering::Relaxed),
-            c.hits.load(Ordering::Relaxed),
-            c.errors.load(Ordering::Relaxed),
-        )
-    };
     let wait_for = |ops: u64| {
         let deadline = Instant::now() + cap;
         while c.ops.load(Ordering::Relaxed) < ops && Instant::now() < deadline {
@@ -347,18 +337,13 @@ pub fn measure_requests(
         }
     };
     wait_for(warmup);
-    let start = snap(c);
+    let start = snapshot(c);
     let started = Instant::now();
     wait_for(start.0 + measured);
-    let end = snap(c);
+    let end = snapshot(c);
     let secs = started.elapsed().as_secs_f64();
     load.stop()?;
-    Ok(Measured {
-        ops_per_sec: (end.0 - start.0) as f64 / secs,
-        gets: end.1 - start.1,
-        hits: end.2 - start.2,
-        errors: end.3 - start.3,
-    })
+    Ok(Measured::between(start, end, secs))
 }
 
 /// The result of [`measure`].
@@ -375,6 +360,15 @@ pub struct Measured {
 }
 
 impl Measured {
+    fn between(start: Snapshot, end: Snapshot, secs: f64) -> Measured {
+        Measured {
+            ops_per_sec: (end.0 - start.0) as f64 / secs,
+            gets: end.1 - start.1,
+            hits: end.2 - start.2,
+            errors: end.3 - start.3,
+        }
+    }
+
     /// Hits per GET.
     pub fn hit_rate(&self) -> f64 {
         if self.gets == 0 {

@@ -537,13 +537,7 @@ impl Slabs {
             budget -= 1;
             let (page_at, word_at) = state.hand;
             let page = state.pages[page_at] as usize;
-            let index = page * WORDS_PER_PAGE + word_at;
-            let mut valid = u64::MAX;
-            let last = per_page - word_at * 64;
-            if last < 64 {
-                valid = (1u64 << last) - 1;
-            }
-            let live = self.word(&self.live, index).load(Ordering::Relaxed) & valid;
+            let (index, live) = self.live_word(page, word_at, per_page);
             let low = self.word(&self.clock, 2 * index);
             let high = self.word(&self.clock, 2 * index + 1);
             let (l, h) = (low.load(Ordering::Relaxed), high.load(Ordering::Relaxed));
@@ -765,13 +759,7 @@ impl Slabs {
         let mut first_live = None;
         for _ in 0..WORDS_PER_PAGE.min(words * pages.len()) {
             let page = pages[page_at % pages.len()] as usize;
-            let index = page * WORDS_PER_PAGE + word_at;
-            let mut valid = u64::MAX;
-            let last = per_page - word_at * 64;
-            if last < 64 {
-                valid = (1u64 << last) - 1;
-            }
-            let live = self.word(&self.live, index).load(Ordering::Relaxed) & valid;
+            let (index, live) = self.live_word(page, word_at, per_page);
             let low = self.word(&self.clock, 2 * index).load(Ordering::Relaxed);
             let high = self
                 .word(&self.clock, 2 * index + 1)
@@ -809,6 +797,22 @@ impl Slabs {
             return None;
         }
         Some((page * WORDS_PER_PAGE + slot / 64, 1u64 << (slot % 64)))
+    }
+
+    /// The bitmap index of word `word_at` of `page` (of a class with `per_page` slots a page)
+    /// and its live bits, those past the page's last slot cleared.
+    #[inline]
+    fn live_word(&self, page: usize, word_at: usize, per_page: usize) -> (usize, u64) {
+        let index = page * WORDS_PER_PAGE + word_at;
+        let mut valid = u64::MAX;
+        let last = per_page - word_at * 64;
+        if last < 64 {
+            valid = (1u64 << last) - 1;
+        }
+        (
+            index,
+            self.word(&self.live, index).load(Ordering::Relaxed) & valid,
+        )
     }
 
     #[inline]
