@@ -169,12 +169,7 @@ impl LocalNetwork {
     /// Blocks (or unblocks) every file transfer to and from `node`, leaving its Raft messages
     /// alone.
     pub fn block_files(&self, node: NodeId, blocked: bool) {
-        let mut s = self.state.lock();
-        if blocked {
-            s.files_blocked.insert(node);
-        } else {
-            s.files_blocked.remove(&node);
-        }
+        mark(&mut self.state.lock().files_blocked, node, blocked);
     }
 
     /// Holds (or releases) the shipments to `node`: each waits before the end of each file (its
@@ -182,12 +177,7 @@ impl LocalNetwork {
     /// gives up. A node's own fetches pass. (A slow bulk link: the files arrive after the node
     /// fetched them itself, or while it stops.)
     pub fn hold_shipments(&self, node: NodeId, held: bool) {
-        let mut s = self.state.lock();
-        if held {
-            s.shipments_held.insert(node);
-        } else {
-            s.shipments_held.remove(&node);
-        }
+        mark(&mut self.state.lock().shipments_held, node, held);
     }
 
     /// Waits while shipments to `node` are held and `refused` says no.
@@ -436,5 +426,14 @@ impl LocalNetwork {
         }
         drop(s);
         receiver.piece(piece)
+    }
+}
+
+/// Puts `node` in `set` when `on`, takes it out otherwise.
+fn mark(set: &mut BTreeSet<NodeId>, node: NodeId, on: bool) {
+    if on {
+        set.insert(node);
+    } else {
+        set.remove(&node);
     }
 }
